@@ -1,0 +1,124 @@
+//! The generating functions: `snowflake_nextval(worker)`, `snowflake_nextval()` and
+//! `snowflake_nextval_batch(worker, n)`.
+//!
+//! Volatility and parallel safety, chosen deliberately:
+//! * VOLATILE, because every call returns a new value: the planner must neither fold a call into a
+//!   constant nor evaluate it once for many rows.
+//! * PARALLEL SAFE, because the state is in shared memory under an LWLock, not in the backend:
+//!   a parallel worker draws from the same per-worker counter as its leader, so ids stay unique
+//!   and increasing in the order they are issued. (`nextval()` is PARALLEL UNSAFE only because a
+//!   sequence caches values and writes WAL per backend; neither applies here.) The worker id
+//!   setting is copied to parallel workers like every other setting.
+
+use crate::generator::Refusal;
+use crate::layout;
+use crate::shmem::Generators;
+use crate::{clock, errors, lease, settings, shmem};
+use pgrx::prelude::*;
+use pgrx::{PgLwLock, PgSqlErrorCode};
+
+/// The largest `n` of one `snowflake_nextval_batch` call: a million ids span 245 milliseconds
+/// of time field, which is as far as one call should push its worker ahead of the clock.
+pub const MAX_BATCH: i32 = 1_000_000;
+
+#[pg_extern(volatile, parallel_safe, name = "snowflake_nextval")]
+fn snowflake_nextval_worker(worker: Option<i32>) -> i64 {
+    let generators = shmem::generators();
+    let worker = worker_arg(worker);
+    layout::id_from_tick(reserve(generators, worker, 1), worker)
+}
+
+#[pg_extern(volatile, parallel_safe, name = "snowflake_nextval")]
+fn snowflake_nextval_configured() -> i64 {
+    let generators = shmem::generators();
+    let worker = configured_worker();
+    layout::id_from_tick(reserve(generators, worker, 1), worker)
+}
+
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_nextval_batch(worker: Option<i32>, n: Option<i32>) -> SetOfIterator<'static, i64> {
+    let generators = shmem::generators();
+    let worker = worker_arg(worker);
+    let n = match n {
+        None => errors::null_argument("n", "Pass how many ids to reserve, between 1 and 1000000."),
+        Some(n) if !(1..=MAX_BATCH).contains(&n) => errors::raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("cannot reserve {n} snowflake ids in one call"),
+            Some(format!("n must be between 1 and {MAX_BATCH}.")),
+            "Reserve at most 1000000 ids per call; call it again for more.",
+        ),
+        Some(n) => n as u64,
+    };
+    let first = reserve(generators, worker, n);
+    SetOfIterator::new((first..first + n).map(move |tick| layout::id_from_tick(tick, worker)))
+}
+
+fn worker_arg(worker: Option<i32>) -> u16 {
+    match worker {
+        None => errors::null_argument(
+            "snowflake worker id",
+            "Pass a worker id between 0 and 1023, or call snowflake_nextval() without arguments to use snowflake.worker_id.",
+        ),
+        Some(w) => layout::check_worker(w as i64).unwrap_or_else(|e| errors::layout_error(e)),
+    }
+}
+
+fn configured_worker() -> u16 {
+    let worker = settings::WORKER_ID.get();
+    if worker == settings::UNSET {
+        errors::raise(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "snowflake.worker_id is not set".into(),
+            Some("snowflake_nextval() without arguments takes its worker id from snowflake.worker_id, which is -1 (unset).".into()),
+            "Give this server a worker id no other server uses: ALTER SYSTEM SET snowflake.worker_id = 1; \
+             SELECT pg_reload_conf(); (or set it in postgresql.conf and reload).",
+        );
+    }
+    // The setting's own bounds keep it within 0..1023.
+    worker as u16
+}
+
+/// Reserves `n` consecutive ticks of `worker` and returns the first.
+///
+/// Locking protocol: the LWLock is held only to read the clock and update the worker's state:
+/// no I/O, no waiting and no `ERROR` happen while it is held. Warnings and errors are raised
+/// after it is released; when the worker's lease must be extended first, the backend releases
+/// the lock and waits for the lease writer (see `lease.rs`), checking for interrupts.
+fn reserve(generators: &PgLwLock<Generators>, worker: u16, n: u64) -> u64 {
+    loop {
+        let (outcome, stepped_back) = {
+            let mut shared = generators.exclusive();
+            let now = clock::now_ms();
+            let state = &mut shared.workers[worker as usize];
+            let stepped_back = state.observe_clock(now);
+            (state.reserve(now, n), stepped_back)
+        };
+        if let Some(ms) = stepped_back {
+            warn_clock_step(worker, ms);
+        }
+        match outcome {
+            Ok(first) => return first,
+            Err(Refusal::NeedLease { through }) => lease::wait_for(worker, through),
+            Err(Refusal::Exhausted) => exhausted(worker),
+        }
+    }
+}
+
+#[cold]
+fn warn_clock_step(worker: u16, ms: u64) {
+    errors::warn(
+        format!("snowflake: the system clock stepped back by {ms} ms (seen by worker {worker})"),
+        "Ids keep increasing: the worker continues from its last id, ahead of the clock, until the \
+         clock catches up. snowflake_stats counts the steps.",
+    );
+}
+
+#[cold]
+fn exhausted(worker: u16) -> ! {
+    errors::raise(
+        PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+        format!("snowflake worker {worker} has reached the end of the id layout (2094-09-07 15:47:35.551+00)"),
+        Some(format!("The system clock reads {} ms after 2025-01-01 00:00:00+00; the 41-bit time field ends at {} ms.", clock::now_ms(), layout::MAX_TIME_MS)),
+        "Check the server's clock; if it is right, this layout's time range is used up.",
+    )
+}

@@ -1,0 +1,74 @@
+//! Shared memory: the state of every worker id, in one array under one LWLock.
+//!
+//! The array is allocated when the postmaster starts (which is why the library must be in
+//! `shared_preload_libraries`) and inherited by every backend, so all sessions of a server draw
+//! from the same counters. One lock for all 1024 workers is enough: it is held for a clock read
+//! and a few integer operations, tens of nanoseconds, far less than anything else a statement does.
+
+use crate::errors;
+use crate::generator::Worker;
+use crate::layout::WORKERS;
+use pgrx::prelude::*;
+use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock, PgSqlErrorCode};
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct Generators {
+    pub workers: [Worker; WORKERS],
+}
+
+unsafe impl PGRXSharedMemory for Generators {}
+
+static GENERATORS: PgLwLock<Generators> = unsafe { PgLwLock::new(c"snowflake_ext") };
+
+/// Whether this process inherited the shared memory, i.e. the library was preloaded. Set once in
+/// the postmaster's `_PG_init` and copied into every backend by `fork`.
+static PRELOADED: AtomicBool = AtomicBool::new(false);
+
+/// Requests the shared memory and the LWLock. Called from `_PG_init`; does nothing unless the
+/// library is being loaded through `shared_preload_libraries`.
+pub fn init() {
+    if unsafe { !pg_sys::process_shared_preload_libraries_in_progress } {
+        return;
+    }
+    // The expression is evaluated in the postmaster each time shared memory is (re)created:
+    // at start-up and after a crash of any backend.
+    pg_shmem_init!(GENERATORS = crate::lease::startup_state());
+    PRELOADED.store(true, Ordering::Relaxed);
+}
+
+/// The generator states, or a clear `ERROR` when the library was not preloaded.
+#[inline]
+pub fn generators() -> &'static PgLwLock<Generators> {
+    if !PRELOADED.load(Ordering::Relaxed) {
+        not_preloaded();
+    }
+    &GENERATORS
+}
+
+#[cold]
+fn not_preloaded() -> ! {
+    let current = unsafe {
+        let value = pg_sys::GetConfigOption(c"shared_preload_libraries".as_ptr(), true, false);
+        if value.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(value).to_string_lossy().into_owned()
+        }
+    };
+    errors::raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowflake_ext must be loaded through shared_preload_libraries (it is currently '{current}')"
+        ),
+        Some(
+            "The generator keeps its state in shared memory, which only a preloaded library can allocate."
+                .into(),
+        ),
+        "Add snowflake_ext to shared_preload_libraries in postgresql.conf, or run \
+         ALTER SYSTEM SET shared_preload_libraries = 'snowflake_ext' (keeping any libraries already listed), \
+         then restart the server.",
+    )
+}

@@ -1,0 +1,205 @@
+//! Test harness: real PostgreSQL 15 clusters, started by the project's own `scripts/pg-cluster`,
+//! with the installed snowflake_ext library preloaded.
+#![allow(dead_code)]
+
+use postgres::{Client, NoTls};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub const EPOCH_UNIX_MS: i64 = 1_735_689_600_000;
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pg-cluster")
+}
+
+fn run(args: &[&str], env: &[(&str, &str)]) {
+    let out = Command::new(script())
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run scripts/pg-cluster");
+    assert!(
+        out.status.success(),
+        "pg-cluster {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A cluster in its own data directory on its own port; destroyed when dropped.
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub port: u16,
+    faketime_file: Option<PathBuf>,
+}
+
+impl Cluster {
+    /// A new, stopped cluster. `settings` are `name=value` lines for postgresql.conf.
+    pub fn new(name: &str, settings: &[&str]) -> Cluster {
+        let root = Path::new("/tmp/snowflake_ext-tests");
+        std::fs::create_dir_all(root).unwrap();
+        let dir = root.join(format!("{name}-{}", std::process::id()));
+        run(&["destroy", dir.to_str().unwrap()], &[]);
+        let port = free_port();
+        let mut args = vec!["init", dir.to_str().unwrap()];
+        let port_s = port.to_string();
+        args.push(&port_s);
+        args.extend_from_slice(settings);
+        run(&args, &[]);
+        Cluster {
+            dir,
+            port,
+            faketime_file: None,
+        }
+    }
+
+    /// Makes the server's clock come from `faketime` from its next start on; the offset is
+    /// set with `set_clock_offset` and can be changed while it runs.
+    pub fn use_faketime(&mut self) {
+        let file = self.dir.with_extension("faketime");
+        std::fs::write(&file, "+0s\n").unwrap();
+        self.faketime_file = Some(file);
+    }
+
+    /// Sets the server's clock to the real time plus `offset_s` seconds (negative: behind).
+    pub fn set_clock_offset(&self, offset_s: i64) {
+        let file = self.faketime_file.as_ref().expect("use_faketime first");
+        let spec = if offset_s >= 0 {
+            format!("+{offset_s}s\n")
+        } else {
+            format!("{offset_s}s\n")
+        };
+        std::fs::write(file, spec).unwrap();
+    }
+
+    pub fn start(&self) {
+        let mut env = vec![];
+        let file;
+        if let Some(f) = &self.faketime_file {
+            file = f.to_str().unwrap().to_string();
+            env.push(("FAKETIME_FILE", file.as_str()));
+        }
+        run(&["start", self.dir.to_str().unwrap()], &env);
+    }
+
+    pub fn stop(&self) {
+        run(&["stop", self.dir.to_str().unwrap(), "fast"], &[]);
+    }
+
+    /// `kill -9` of the postmaster: a crash.
+    pub fn kill_postmaster(&self) {
+        run(&["kill", self.dir.to_str().unwrap()], &[]);
+    }
+
+    pub fn postmaster_pid(&self) -> i32 {
+        let pid = std::fs::read_to_string(self.dir.join("postmaster.pid")).unwrap();
+        pid.lines().next().unwrap().trim().parse().unwrap()
+    }
+
+    pub fn conninfo(&self, db: &str) -> String {
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname={db} connect_timeout=10",
+            self.port
+        )
+    }
+
+    pub fn connect_to(&self, db: &str) -> Client {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match Client::connect(&self.conninfo(db), NoTls) {
+                Ok(c) => return c,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("cannot connect to port {}: {e}", self.port),
+            }
+        }
+    }
+
+    pub fn connect(&self) -> Client {
+        self.connect_to("postgres")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- server log of {} ---\n{}",
+                self.dir.display(),
+                self.log()
+            );
+        }
+        let _ = Command::new(script())
+            .args(["destroy", self.dir.to_str().unwrap()])
+            .output();
+        if let Some(f) = &self.faketime_file {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// A started cluster with the extension created in database `postgres`.
+pub fn started(name: &str, settings: &[&str]) -> Cluster {
+    let cluster = Cluster::new(name, settings);
+    cluster.start();
+    cluster
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    cluster
+}
+
+pub fn unix_ms_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The millisecond (since the Unix epoch) in the time field of a snowflake id.
+pub fn unix_ms_of(id: i64) -> i64 {
+    (id >> 22) + EPOCH_UNIX_MS
+}
+
+/// What an `ERROR` carried: SQLSTATE, message, detail and hint.
+#[derive(Debug)]
+pub struct ErrorParts {
+    pub code: String,
+    pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+}
+
+/// Runs `sql`, which must fail, and returns the error's parts.
+pub fn error_of(client: &mut Client, sql: &str) -> ErrorParts {
+    match client.batch_execute(sql) {
+        Ok(()) => panic!("expected an error from: {sql}"),
+        Err(e) => {
+            let db = e
+                .as_db_error()
+                .unwrap_or_else(|| panic!("not a server error: {e}"));
+            ErrorParts {
+                code: db.code().code().to_string(),
+                message: db.message().to_string(),
+                detail: db.detail().map(str::to_string),
+                hint: db.hint().map(str::to_string),
+            }
+        }
+    }
+}
