@@ -29,6 +29,9 @@ pub struct Worker {
     pub last: u64,
     /// Ticks below this may be issued; raising it is the persistence layer's job.
     pub lease: u64,
+    /// The highest tick a refused reservation needed (0: none pending): what the next lease
+    /// must cover.
+    pub wanted: u64,
     /// The last clock reading seen, in milliseconds since the epoch, to notice steps back.
     pub last_clock_ms: u64,
     /// Ids issued since the server started.
@@ -54,6 +57,7 @@ impl Worker {
     pub const FRESH: Worker = Worker {
         last: 0,
         lease: TICK_LIMIT,
+        wanted: 0,
         last_clock_ms: 0,
         issued: 0,
         clock_steps_back: 0,
@@ -85,7 +89,7 @@ impl Worker {
     }
 
     /// Reserves `n >= 1` consecutive ticks and returns the first. Consecutive ticks make
-    /// consecutive, increasing ids. On refusal the state is unchanged.
+    /// consecutive, increasing ids. A refusal changes nothing but `wanted`.
     pub fn reserve(&mut self, now_ms: u64, n: u64) -> Result<u64, Refusal> {
         debug_assert!(n >= 1);
         let clock_tick = now_ms.min(TICK_LIMIT >> SEQ_BITS) << SEQ_BITS;
@@ -95,6 +99,7 @@ impl Worker {
             return Err(Refusal::Exhausted);
         }
         if end > self.lease {
+            self.wanted = self.wanted.max(end - 1);
             return Err(Refusal::NeedLease { through: end - 1 });
         }
         let already = (self.last >> SEQ_BITS).max(now_ms);
@@ -247,7 +252,11 @@ mod tests {
             w.reserve(T0 - 3_600_000, 1),
             Err(Refusal::NeedLease { through: floor })
         );
-        assert_eq!(w.last, floor - 1, "a refusal changes nothing");
+        assert_eq!(w.last, floor - 1, "a refusal issues nothing");
+        assert_eq!(
+            w.wanted, floor,
+            "but records what the next lease must cover"
+        );
         w.lease = floor + 100;
         assert_eq!(w.reserve(T0 - 3_600_000, 1), Ok(floor));
         // The clock moving past the floor takes over again, within the lease.

@@ -36,6 +36,7 @@ pub mod errors;
 pub mod generator;
 pub mod layout;
 pub mod lease;
+pub mod lease_writer;
 pub mod nextval;
 pub mod settings;
 pub mod shmem;

@@ -13,9 +13,10 @@
 use crate::generator::Refusal;
 use crate::layout;
 use crate::shmem::Generators;
-use crate::{clock, errors, lease, settings, shmem};
+use crate::{clock, errors, lease, lease_writer, settings, shmem};
 use pgrx::prelude::*;
 use pgrx::{PgLwLock, PgSqlErrorCode};
+use std::time::Instant;
 
 /// The largest `n` of one `snowflake_nextval_batch` call: a million ids span 245 milliseconds
 /// of time field, which is as far as one call should push its worker ahead of the clock.
@@ -81,24 +82,31 @@ fn configured_worker() -> u16 {
 /// Reserves `n` consecutive ticks of `worker` and returns the first.
 ///
 /// Locking protocol: the LWLock is held only to read the clock and update the worker's state:
-/// no I/O, no waiting and no `ERROR` happen while it is held. Warnings and errors are raised
-/// after it is released; when the worker's lease must be extended first, the backend releases
-/// the lock and waits for the lease writer (see `lease.rs`), checking for interrupts.
+/// no I/O, no waiting and no `ERROR` happen while it is held. Warnings and errors are raised,
+/// and the lease writer woken, after it is released; when the worker has no lease for these
+/// ticks, the backend waits for the writer without the lock (see `lease_writer.rs`).
 fn reserve(generators: &PgLwLock<Generators>, worker: u16, n: u64) -> u64 {
+    let mut waiting_since = None;
     loop {
-        let (outcome, stepped_back) = {
+        let (outcome, stepped_back, writer_latch) = {
             let mut shared = generators.exclusive();
             let now = clock::now_ms();
             let state = &mut shared.workers[worker as usize];
             let stepped_back = state.observe_clock(now);
-            (state.reserve(now, n), stepped_back)
+            let outcome = state.reserve(now, n);
+            let renew = matches!(outcome, Err(Refusal::NeedLease { .. })) || lease::low(state, now);
+            let writer_latch = if renew { shared.request_renewal() } else { 0 };
+            (outcome, stepped_back, writer_latch)
         };
+        lease_writer::wake(writer_latch);
         if let Some(ms) = stepped_back {
             warn_clock_step(worker, ms);
         }
         match outcome {
             Ok(first) => return first,
-            Err(Refusal::NeedLease { through }) => lease::wait_for(worker, through),
+            Err(Refusal::NeedLease { .. }) => {
+                lease_writer::wait(worker, *waiting_since.get_or_insert_with(Instant::now))
+            }
             Err(Refusal::Exhausted) => exhausted(worker),
         }
     }

@@ -17,6 +17,26 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[repr(C)]
 pub struct Generators {
     pub workers: [Worker; WORKERS],
+    /// Set by a backend that wants a lease renewed, cleared by the lease writer when it takes
+    /// the request (see `lease_writer.rs`).
+    pub renewal_requested: bool,
+    /// The lease writer's latch, 0 while it is not running.
+    pub writer_latch: usize,
+    /// The generation of the newest lease file.
+    pub generation: u64,
+}
+
+impl Generators {
+    /// Notes that a lease needs renewing. Returns the writer's latch to set once the lock is
+    /// released, unless an earlier request is still pending (then the writer is already awake).
+    #[inline]
+    pub fn request_renewal(&mut self) -> usize {
+        if std::mem::replace(&mut self.renewal_requested, true) {
+            0
+        } else {
+            self.writer_latch
+        }
+    }
 }
 
 unsafe impl PGRXSharedMemory for Generators {}
@@ -27,15 +47,17 @@ static GENERATORS: PgLwLock<Generators> = unsafe { PgLwLock::new(c"snowflake_ext
 /// the postmaster's `_PG_init` and copied into every backend by `fork`.
 static PRELOADED: AtomicBool = AtomicBool::new(false);
 
-/// Requests the shared memory and the LWLock. Called from `_PG_init`; does nothing unless the
-/// library is being loaded through `shared_preload_libraries`.
+/// Requests the shared memory and the LWLock, and registers the lease writer. Called from
+/// `_PG_init`; does nothing unless the library is being loaded through
+/// `shared_preload_libraries`.
 pub fn init() {
     if unsafe { !pg_sys::process_shared_preload_libraries_in_progress } {
         return;
     }
     // The expression is evaluated in the postmaster each time shared memory is (re)created:
     // at start-up and after a crash of any backend.
-    pg_shmem_init!(GENERATORS = crate::lease::startup_state());
+    pg_shmem_init!(GENERATORS = crate::lease_writer::startup_state());
+    crate::lease_writer::register();
     PRELOADED.store(true, Ordering::Relaxed);
 }
 

@@ -203,3 +203,25 @@ pub fn error_of(client: &mut Client, sql: &str) -> ErrorParts {
         }
     }
 }
+
+/// The ids a query returns in its first column, in order.
+pub fn ids(client: &mut Client, sql: &str) -> Vec<i64> {
+    client
+        .query(sql, &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+pub fn assert_strictly_increasing(ids: &[i64]) {
+    for (i, pair) in ids.windows(2).enumerate() {
+        assert!(
+            pair[0] < pair[1],
+            "id #{} ({}) is not below the next ({})",
+            i,
+            pair[0],
+            pair[1]
+        );
+    }
+}

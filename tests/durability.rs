@@ -1,0 +1,328 @@
+//! Ids never go backwards: across a crash of the postmaster or of one backend, a clean stop, a
+//! clock set back an hour while the server was down, and clock steps while it runs. Faults are
+//! real: `kill -9`, and `faketime` giving the server the clock each test chooses.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Issues ids of worker 3 from several concurrent sessions, as singles and as batches, and
+/// returns them all (as read back by the clients).
+fn issue_from_sessions(cluster: &Cluster) -> Vec<i64> {
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let conninfo = cluster.conninfo("postgres");
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                let sql = if i % 2 == 0 {
+                    "SELECT snowflake_nextval(3) FROM generate_series(1, 2000)"
+                } else {
+                    "SELECT snowflake_nextval_batch(3, 5000)"
+                };
+                let got = ids(&mut c, sql);
+                assert_strictly_increasing(&got);
+                got
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect()
+}
+
+/// After `fault`, which stops or crashes the server and has it running again with its clock an
+/// hour behind, every new id is above every id issued before.
+fn survives(name: &str, fault: impl FnOnce(&Cluster)) -> Cluster {
+    let mut cluster = Cluster::new(name, &[]);
+    cluster.use_faketime();
+    cluster.start();
+    cluster
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    let before = issue_from_sessions(&cluster);
+    let max_before = *before.iter().max().unwrap();
+
+    fault(&cluster);
+
+    let mut c = cluster.connect();
+    let now: f64 = c
+        .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        (now * 1000.0) as i64 <= unix_ms_now() - 3_590_000,
+        "the server's clock is not an hour back"
+    );
+    let after = issue_from_sessions(&cluster);
+    let min_after = *after.iter().min().unwrap();
+    assert!(
+        min_after > max_before,
+        "{name}: id {min_after} after the restart is not above {max_before}"
+    );
+
+    // The stats show the persisted mark above every id issued.
+    let row = c
+        .query_one(
+            "SELECT last_id, persisted_mark FROM snowflake_stats WHERE worker = 3",
+            &[],
+        )
+        .unwrap();
+    let (last, mark): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(last, *after.iter().max().unwrap());
+    assert!(
+        mark > last,
+        "persisted mark {mark} does not cover the last id {last}"
+    );
+    let log = cluster.log();
+    assert!(
+        log.contains("WARNING:  snowflake: the system clock is")
+            && log.contains("behind the persisted high-water mark of worker 3"),
+        "{name}: no start-up warning about the clock:\n{log}"
+    );
+    cluster
+}
+
+#[test]
+fn a_postmaster_killed_and_restarted_an_hour_back_never_repeats_ids() {
+    survives("kill-postmaster", |cluster| {
+        cluster.kill_postmaster();
+        cluster.set_clock_offset(-3600);
+        cluster.start();
+    });
+}
+
+#[test]
+fn a_clean_stop_and_a_restart_an_hour_back_never_repeats_ids() {
+    survives("clean-stop", |cluster| {
+        cluster.stop();
+        cluster.set_clock_offset(-3600);
+        cluster.start();
+    });
+}
+
+#[test]
+fn a_backend_killed_mid_stream_never_repeats_ids() {
+    survives("kill-backend", |cluster| {
+        // A backend busy issuing ids is killed; the postmaster resets shared memory and restarts
+        // every process, without stopping. The clock goes back an hour just before.
+        let mut busy = cluster.connect();
+        let pid: i32 = busy
+            .query_one("SELECT pg_backend_pid()", &[])
+            .unwrap()
+            .get(0);
+        let stream = std::thread::spawn(move || {
+            // Runs until the crash ends it.
+            let _ = busy.batch_execute(
+                "SELECT count(snowflake_nextval(3)) FROM generate_series(1, 100000000)",
+            );
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let postmaster = cluster.postmaster_pid();
+        cluster.set_clock_offset(-3600);
+        let status = Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        stream.join().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cluster
+            .log()
+            .contains("database system is ready to accept connections")
+            || !cluster
+                .log()
+                .contains("all server processes terminated; reinitializing")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no crash restart:\n{}",
+                cluster.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            cluster.postmaster_pid(),
+            postmaster,
+            "the postmaster itself restarted"
+        );
+    });
+}
+
+#[test]
+fn clock_steps_back_while_running_neither_stall_nor_repeat() {
+    let mut cluster = Cluster::new("clock-steps", &[]);
+    cluster.use_faketime();
+    cluster.start();
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
+
+    // 10,000 ids a second, as 100 ids every 10 ms, for 3 s; the clock steps back 10 s after 1 s
+    // and a further hour after 2 s.
+    let mut all = Vec::new();
+    let mut slowest = Duration::ZERO;
+    let start = Instant::now();
+    for tick in 0..300u32 {
+        if tick == 100 {
+            cluster.set_clock_offset(-10);
+        }
+        if tick == 200 {
+            cluster.set_clock_offset(-3610);
+        }
+        let t = Instant::now();
+        all.extend(ids(
+            &mut c,
+            "SELECT snowflake_nextval(2) FROM generate_series(1, 100)",
+        ));
+        slowest = slowest.max(t.elapsed());
+        let next = start + Duration::from_millis(10 * (tick as u64 + 1));
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(all.len(), 30_000);
+    assert_strictly_increasing(&all);
+    assert!(
+        slowest < Duration::from_millis(500),
+        "a call of 100 ids took {slowest:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "30,000 ids at 10,000/s took {elapsed:?}"
+    );
+
+    let row = c
+        .query_one(
+            "SELECT clock_steps_back, ahead_ms FROM snowflake_stats WHERE worker = 2",
+            &[],
+        )
+        .unwrap();
+    let (steps, ahead): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(steps, 2);
+    assert!(
+        ahead > 3_500_000,
+        "the time field should run about an hour ahead, not {ahead} ms"
+    );
+    let log = cluster.log();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARNING:  snowflake: the system clock stepped back by"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{log}");
+    assert!(
+        warnings[0].contains("by 10") || warnings[0].contains("by 9"),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        warnings[1].contains("by 3600") || warnings[1].contains("by 3599"),
+        "{}",
+        warnings[1]
+    );
+}
+
+#[test]
+fn a_dump_restored_into_a_new_database_keeps_issuing_new_ids() {
+    let cluster = started("dump", &[]);
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE DATABASE shop").unwrap();
+    c.batch_execute("CREATE DATABASE shop_copy").unwrap();
+    let mut shop = cluster.connect_to("shop");
+    shop.batch_execute(
+        "CREATE EXTENSION snowflake_ext;
+         CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(3), item text);
+         CREATE TABLE lines (id bigint PRIMARY KEY DEFAULT snowflake_nextval(3),
+                             order_id bigint REFERENCES orders);
+         INSERT INTO orders (item) SELECT 'item ' || g FROM generate_series(1, 5000) g;
+         INSERT INTO lines (order_id) SELECT id FROM orders;",
+    )
+    .unwrap();
+
+    let bin = "/usr/lib/postgresql/15/bin";
+    let port = cluster.port.to_string();
+    let dump = Command::new(format!("{bin}/pg_dump"))
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            "postgres",
+            "-Fc",
+            "shop",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let mut restore = Command::new(format!("{bin}/pg_restore"))
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            "postgres",
+            "--exit-on-error",
+            "-d",
+            "shop_copy",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    restore
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&dump.stdout)
+        .unwrap();
+    let out = restore.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "pg_restore failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut copy = cluster.connect_to("shop_copy");
+    let restored: i64 = copy
+        .query_one("SELECT count(*) FROM lines", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(restored, 5000);
+    let max_restored: i64 = copy
+        .query_one("SELECT max(id) FROM lines", &[])
+        .unwrap()
+        .get(0);
+    // New rows in the restored copy (and in the original) take new ids: no key collides.
+    copy.batch_execute(
+        "INSERT INTO orders (item) SELECT 'new ' || g FROM generate_series(1, 5000) g;
+         INSERT INTO lines (order_id) SELECT id FROM orders WHERE item LIKE 'new %';",
+    )
+    .unwrap();
+    let min_new: i64 = copy
+        .query_one("SELECT min(id) FROM orders WHERE item LIKE 'new %'", &[])
+        .unwrap()
+        .get(0);
+    assert!(min_new > max_restored);
+    shop.batch_execute(
+        "INSERT INTO orders (item) SELECT 'more ' || g FROM generate_series(1, 100) g",
+    )
+    .unwrap();
+    let default: String = copy
+        .query_one(
+            "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'orders'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(default, "snowflake_nextval(3)");
+}
