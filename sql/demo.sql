@@ -1,6 +1,7 @@
 -- What scripts/quickstart.sh shows: a table keyed by snowflake ids, decoding, and a time-range
 -- query answered by the primary-key index.
 \set ON_ERROR_STOP on
+SET client_min_messages = warning;
 \pset footer off
 CREATE EXTENSION IF NOT EXISTS snowflake_ext;
 

@@ -13,6 +13,11 @@
 //! millisecond. That needs the library in `shared_preload_libraries`; without it every function
 //! that generates ids raises a clear error instead.
 //!
+//! Shared memory does not survive a restart, so each worker may only issue ids below a lease, a
+//! high-water mark that a background worker, the lease writer, has already fsynced to a file in
+//! the data directory; after any restart, clean or a crash, each worker continues above its mark
+//! whatever the clock says (`lease.rs`, `lease_writer.rs`).
+//!
 //! Locking protocol
 //! ----------------
 //! One LWLock protects the array. A backend takes it exclusively, reads the clock, updates one
@@ -20,11 +25,15 @@
 //! backends are ordered, and a clock stepping back is told apart from a slow backend. Nothing
 //! that can sleep, wait or raise an `ERROR` runs under the lock; warnings are written and errors
 //! raised after it is released. `snowflake_stats` takes it in shared mode to copy the counters.
+//! The lease writer takes it to read what needs persisting and again to raise the leases once
+//! the file is on disk, never across the write; a backend that must wait for a lease releases it
+//! and waits on its latch, checking for interrupts (`lease_writer.rs`).
 //!
 //! Files
 //! -----
 //! Pure Rust, unit-tested without a server: `layout.rs` (bit arithmetic), `generator.rs` (the
-//! state machine, driven by a clock value passed in). PostgreSQL glue: `shmem.rs`,
+//! state machine, driven by a clock value passed in), `lease.rs` (persistence rules and the
+//! file format). PostgreSQL glue: `shmem.rs`, `lease_writer.rs` (the background worker),
 //! `settings.rs` (GUCs), `clock.rs`, `errors.rs` (every user-facing error), and the SQL
 //! functions in `nextval.rs`, `decode.rs` and `stats.rs`.
 
