@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting and lints, unit tests of the pure Rust (layout and
-# generator, with a fake clock), #[pg_test]s inside a server, and the integration tests in
-# tests/ against real servers started by scripts/pg-cluster. Run it as root on Debian 12.
+# The whole test suite: formatting and lints, unit tests of the pure Rust (layout, generator
+# and leases, with a fake clock), #[pg_test]s inside a server, the integration tests in tests/
+# against real servers started by scripts/pg-cluster, and a short benchmark run. Run it as
+# root on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 
 scripts/install-deps.sh
 
@@ -20,7 +20,10 @@ rm -rf "$pgdata"
 install -d -o postgres -g postgres "$pgdata"
 cargo pgrx test pg15 --runas postgres --pgdata "$pgdata/data"
 
-# cargo pgrx test installed a debug build with test functions; put the release build back.
-echo "==> reinstalling the release build"
-cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+# The benchmarks in their short mode, so that they keep working (their figures are not
+# checked). bench/run also puts the release build back in place of the debug build with test
+# functions that cargo pgrx test installed.
+echo "==> benchmark smoke run (bench/run --short)"
+bench/run --short >/tmp/snowflake_ext-bench-short.log 2>&1 || { cat /tmp/snowflake_ext-bench-short.log; exit 1; }
+grep -A8 '^## Headline' /tmp/snowflake_ext-bench-short.log
 echo "==> all tests passed"

@@ -62,7 +62,7 @@ fn snowflake_compose(ts: TimestampWithTimeZone, worker: i32, seq: i32) -> i64 {
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
-fn snowflake_min_id(ts: TimestampWithTimeZone) -> i64 {
+pub fn snowflake_min_id(ts: TimestampWithTimeZone) -> i64 {
     layout::min_id(ms_of(ts))
 }
 

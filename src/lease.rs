@@ -57,6 +57,13 @@ pub fn low(w: &Worker, now_ms: u64) -> bool {
     w.issued > 0 && w.lease > at && w.lease - at < LEASE_TICKS / 2 && w.lease < TICK_LIMIT
 }
 
+/// `low` right after a successful reservation, in the few instructions the hot path can afford:
+/// the worker has then just issued `last`, which is at or past the clock.
+#[inline]
+pub fn low_after_issue(w: &Worker) -> bool {
+    w.wanted > 0 || (w.lease - w.last < LEASE_TICKS / 2 && w.lease < TICK_LIMIT)
+}
+
 /// The bound a renewal persists for this worker.
 pub fn target(w: &Worker, now_ms: u64) -> u64 {
     (horizon(w, now_ms) + LEASE_TICKS)
@@ -247,6 +254,35 @@ mod tests {
         assert_eq!(w.wanted, 0);
         assert_eq!(w.reserve(T0, 1), Ok(T0 << SEQ_BITS));
         assert!(!low(&w, T0), "a new lease is not low");
+    }
+
+    #[test]
+    fn the_hot_path_check_agrees_with_the_full_one() {
+        // Every state a successful reservation can leave, against clocks behind and at it.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..100_000 {
+            let mut w = Worker::restarted(0);
+            let now = T0 + next() % 10_000;
+            w.lease = ((T0 + next() % 20_000) << SEQ_BITS).min(TICK_LIMIT);
+            if next() % 8 == 0 {
+                w.wanted = w.lease + next() % 5000;
+            }
+            if next() % 16 == 0 {
+                w.lease = TICK_LIMIT;
+            }
+            w.last = (now << SEQ_BITS) + next() % (LEASE_TICKS * 2);
+            if w.reserve(now, 1 + next() % 100).is_ok() {
+                let earlier = now - next() % 5000;
+                assert_eq!(low_after_issue(&w), low(&w, now), "{w:?} at {now}");
+                assert_eq!(low_after_issue(&w), low(&w, earlier), "{w:?} at {earlier}");
+            }
+        }
     }
 
     #[test]

@@ -39,6 +39,7 @@
 
 use pgrx::prelude::*;
 
+pub mod adopt;
 pub mod clock;
 pub mod decode;
 pub mod errors;

@@ -10,7 +10,7 @@
 //!   sequence caches values and writes WAL per backend; neither applies here.) The worker id
 //!   setting is copied to parallel workers like every other setting.
 
-use crate::generator::Refusal;
+use crate::generator::{Refusal, Worker};
 use crate::layout;
 use crate::shmem::Generators;
 use crate::{clock, errors, lease, lease_writer, settings, shmem};
@@ -23,14 +23,14 @@ use std::time::Instant;
 pub const MAX_BATCH: i32 = 1_000_000;
 
 #[pg_extern(volatile, parallel_safe, name = "snowflake_nextval")]
-fn snowflake_nextval_worker(worker: Option<i32>) -> i64 {
+pub fn snowflake_nextval_worker(worker: Option<i32>) -> i64 {
     let generators = shmem::generators();
     let worker = worker_arg(worker);
     layout::id_from_tick(reserve(generators, worker, 1), worker)
 }
 
 #[pg_extern(volatile, parallel_safe, name = "snowflake_nextval")]
-fn snowflake_nextval_configured() -> i64 {
+pub fn snowflake_nextval_configured() -> i64 {
     let generators = shmem::generators();
     let worker = configured_worker();
     layout::id_from_tick(reserve(generators, worker, 1), worker)
@@ -85,19 +85,45 @@ fn configured_worker() -> u16 {
 /// no I/O, no waiting and no `ERROR` happen while it is held. Warnings and errors are raised,
 /// and the lease writer woken, after it is released; when the worker has no lease for these
 /// ticks, the backend waits for the writer without the lock (see `lease_writer.rs`).
+#[inline]
 fn reserve(generators: &PgLwLock<Generators>, worker: u16, n: u64) -> u64 {
+    // The common case, kept short: one lock round trip, nothing to report, lease not low.
+    let first_try = {
+        let mut shared = generators.exclusive();
+        let now = clock::now_ms();
+        let state = &mut shared.workers[worker as usize];
+        let stepped_back = state.observe_clock(now);
+        let outcome = state.reserve(now, n);
+        match outcome {
+            Ok(first) if stepped_back.is_none() && !lease::low_after_issue(state) => return first,
+            _ => {
+                let writer_latch =
+                    renewal_wanted(&outcome, state, now).then(|| shared.request_renewal());
+                (outcome, stepped_back, writer_latch.unwrap_or(0))
+            }
+        }
+    };
+    reserve_slowly(generators, worker, n, first_try)
+}
+
+fn renewal_wanted(outcome: &Result<u64, Refusal>, state: &Worker, now: u64) -> bool {
+    matches!(outcome, Err(Refusal::NeedLease { .. })) || lease::low(state, now)
+}
+
+/// Everything but the common case: waking the lease writer, warning of a clock step, waiting
+/// for a lease, or the end of the layout. `attempt` is the outcome of the lock round trip just
+/// made (with the clock step it saw and the writer's latch to set, if any).
+#[cold]
+#[inline(never)]
+fn reserve_slowly(
+    generators: &PgLwLock<Generators>,
+    worker: u16,
+    n: u64,
+    mut attempt: (Result<u64, Refusal>, Option<u64>, usize),
+) -> u64 {
     let mut waiting_since = None;
     loop {
-        let (outcome, stepped_back, writer_latch) = {
-            let mut shared = generators.exclusive();
-            let now = clock::now_ms();
-            let state = &mut shared.workers[worker as usize];
-            let stepped_back = state.observe_clock(now);
-            let outcome = state.reserve(now, n);
-            let renew = matches!(outcome, Err(Refusal::NeedLease { .. })) || lease::low(state, now);
-            let writer_latch = if renew { shared.request_renewal() } else { 0 };
-            (outcome, stepped_back, writer_latch)
-        };
+        let (outcome, stepped_back, writer_latch) = attempt;
         lease_writer::wake(writer_latch);
         if let Some(ms) = stepped_back {
             warn_clock_step(worker, ms);
@@ -109,6 +135,19 @@ fn reserve(generators: &PgLwLock<Generators>, worker: u16, n: u64) -> u64 {
             }
             Err(Refusal::Exhausted) => exhausted(worker),
         }
+        attempt = {
+            let mut shared = generators.exclusive();
+            let now = clock::now_ms();
+            let state = &mut shared.workers[worker as usize];
+            let stepped_back = state.observe_clock(now);
+            let outcome = state.reserve(now, n);
+            let writer_latch = if renewal_wanted(&outcome, state, now) {
+                shared.request_renewal()
+            } else {
+                0
+            };
+            (outcome, stepped_back, writer_latch)
+        };
     }
 }
 

@@ -1,5 +1,6 @@
 //! The extension's configuration settings (GUCs).
 
+use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 /// `-1` means unset; see the description below.
@@ -23,14 +24,28 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::default(),
     );
-    // Typos such as `snowflake.workerid` in postgresql.conf then get a warning instead of
-    // silently leaving the worker id unset.
-    #[cfg(not(any(feature = "pg13", feature = "pg14")))]
-    unsafe {
-        pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr())
-    };
-    #[cfg(any(feature = "pg13", feature = "pg14"))]
-    unsafe {
-        pgrx::pg_sys::EmitWarningsOnPlaceholders(c"snowflake".as_ptr())
-    };
+    // The "snowflake." prefix is deliberately not reserved (MarkGUCPrefixReserved): pgEdge's
+    // snowflake extension keeps `snowflake.node` there, and reserving the prefix would make the
+    // server drop that setting when both are installed.
+}
+
+/// What this server is configured with: the worker id `snowflake_nextval()` uses (NULL when
+/// unset), whether it is set, and whether the library is preloaded (without which nothing can
+/// be generated). STABLE: it changes only with a configuration reload.
+#[pg_extern(stable, parallel_safe)]
+fn snowflake_worker_id() -> TableIterator<
+    'static,
+    (
+        name!(worker_id, Option<i32>),
+        name!(is_set, bool),
+        name!(preloaded, bool),
+    ),
+> {
+    let worker = WORKER_ID.get();
+    let is_set = worker != UNSET;
+    TableIterator::once((
+        is_set.then_some(worker),
+        is_set,
+        crate::shmem::is_preloaded(),
+    ))
 }

@@ -61,10 +61,14 @@ pub fn init() {
     PRELOADED.store(true, Ordering::Relaxed);
 }
 
+pub fn is_preloaded() -> bool {
+    PRELOADED.load(Ordering::Relaxed)
+}
+
 /// The generator states, or a clear `ERROR` when the library was not preloaded.
 #[inline]
 pub fn generators() -> &'static PgLwLock<Generators> {
-    if !PRELOADED.load(Ordering::Relaxed) {
+    if !is_preloaded() {
         not_preloaded();
     }
     &GENERATORS

@@ -136,10 +136,11 @@ mod tests {
         );
         assert_eq!(
             declared,
-            "snowflake_compose/3:istrue snowflake_decode/1:istrue snowflake_max_id/1:istrue \
+            "snowflake_adopt/3:vufalse snowflake_compose/3:istrue snowflake_decode/1:istrue snowflake_max_id/1:istrue \
              snowflake_min_id/1:istrue snowflake_nextval/0:vstrue snowflake_nextval/1:vsfalse \
              snowflake_nextval_batch/2:vsfalse snowflake_sequence/1:istrue \
-             snowflake_stats/0:vstrue snowflake_timestamp/1:istrue snowflake_worker/1:istrue"
+             snowflake_stats/0:vstrue snowflake_timestamp/1:istrue snowflake_worker/1:istrue \
+             snowflake_worker_id/0:sstrue"
         );
     }
 

@@ -1,0 +1,471 @@
+#!/usr/bin/env python3
+"""snowflake_ext benchmarks, side by side with what PostgreSQL already has.
+
+Starts its own PostgreSQL 15 server (library preloaded, fsync and synchronous_commit on), runs
+every measurement with the generators interleaved round by round so that each ratio compares
+runs made under the same conditions, and writes a markdown report and an SVG chart.
+
+  M1  one session, raw generation: SELECT count(G) FROM generate_series(1, N)
+  M2  pgbench `SELECT G;` at 1, 2, 4, 8 clients
+  M3  pgbench `INSERT` into a table whose primary key defaults to G, at 1, 2, 4, 8 clients
+  M4  bulk INSERT ... SELECT of 1,000,000 and 2,000,000 rows: wall time, primary-key index size
+  C   instructions per call on the hot path (valgrind --tool=callgrind on a server), and where
+      they go
+
+Run it through bench/run, which builds and installs the release build first.
+"""
+
+import argparse
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PGBIN = Path("/usr/lib/postgresql/15/bin")
+CLUSTER = ROOT / "scripts" / "pg-cluster"
+PGEDGE_CONTROL = Path("/usr/share/postgresql/15/extension/snowflake.control")
+NV = "nextval('seq')"  # the label of the reference generator
+
+UUIDV7_PLPGSQL = """
+CREATE OR REPLACE FUNCTION uuidv7() RETURNS uuid LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  -- 48-bit Unix milliseconds, version 7, variant 2, the rest random (RFC 9562).
+  RETURN encode(
+    set_bit(set_bit(
+      overlay(uuid_send(gen_random_uuid())
+              placing substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+              FROM 1 FOR 6),
+      52, 1), 53, 1),
+    'hex')::uuid;
+END $$;
+"""
+
+
+class Server:
+    def __init__(self, directory, port, settings, env=None):
+        self.dir, self.port = str(directory), port
+        subprocess.run([str(CLUSTER), "destroy", self.dir], check=True)
+        subprocess.run([str(CLUSTER), "init", self.dir, str(port)] + settings, check=True)
+        self.env = env
+
+    def start(self):
+        subprocess.run([str(CLUSTER), "start", self.dir], check=True, env=self.env)
+
+    def stop(self):
+        subprocess.run([str(CLUSTER), "stop", self.dir], check=True)
+
+    def destroy(self):
+        subprocess.run([str(CLUSTER), "destroy", self.dir], check=False)
+
+    def psql(self, sql, timing=False):
+        """Runs sql in a new session; returns (output, milliseconds of the last statement)."""
+        script = ("\\timing on\n" if timing else "") + sql
+        out = subprocess.run(
+            [str(PGBIN / "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+             "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", "postgres"],
+            input=script, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"psql failed: {out.stderr}\n{sql}")
+        ms = None
+        if timing:
+            times = re.findall(r"^Time: ([\d.]+) ms", out.stdout, re.M)
+            ms = float(times[-1])
+        lines = [l for l in out.stdout.splitlines() if not l.startswith("Time: ")]
+        return "\n".join(lines), ms
+
+    def pgbench(self, script, clients, seconds):
+        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+            f.write(script + "\n")
+            path = f.name
+        os.chmod(path, 0o644)
+        try:
+            out = subprocess.run(
+                [str(PGBIN / "pgbench"), "-n", "-M", "prepared", "-f", path,
+                 "-c", str(clients), "-j", str(min(clients, 2)), "-T", str(seconds),
+                 "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "postgres"],
+                capture_output=True, text=True)
+        finally:
+            os.unlink(path)
+        if out.returncode != 0:
+            raise RuntimeError(f"pgbench failed: {out.stderr}")
+        return float(re.search(r"tps = ([\d.]+) \(without initial connection time\)", out.stdout).group(1))
+
+
+def summary(values):
+    return statistics.median(values), min(values), max(values)
+
+
+def rounds(names, repeats, run):
+    """Runs run(name) for every name, `repeats` rounds, in a new random order each round."""
+    results = {n: [] for n in names}
+    for r in range(repeats):
+        order = list(names)
+        random.shuffle(order)
+        for n in order:
+            results[n].append(run(n))
+    return results
+
+
+def fmt(x, digits=0):
+    return f"{x:,.{digits}f}"
+
+
+def m1(server, n, repeats, generators):
+    """One session: ids per second of SELECT count(G) FROM generate_series(1, n)."""
+    queries = {name: f"SELECT count({g}) FROM generate_series(1, {n})" for name, g in generators.items()}
+    # The batch function returns sets: n ids as n/10,000 calls of 10,000 ids each.
+    queries["snowflake_nextval_batch(1, 10000)"] = (
+        f"SELECT count(*) FROM generate_series(1, {n // 10000}) g, LATERAL snowflake_nextval_batch(1, 10000)")
+    queries["empty loop: count(1)"] = f"SELECT count(1) FROM generate_series(1, {n})"
+    times = rounds(list(queries), repeats, lambda name: server.psql(queries[name], timing=True)[1])
+    return {name: [n / (ms / 1000.0) for ms in t] for name, t in times.items()}, times
+
+
+def m2(server, seconds, repeats, clients_list, generators):
+    out = {}
+    for clients in clients_list:
+        tps = rounds(list(generators), repeats,
+                     lambda name: server.pgbench(f"SELECT {generators[name]};", clients, seconds))
+        for name, values in tps.items():
+            out.setdefault(name, {})[clients] = values
+    return out
+
+
+M3_TABLES = {
+    "bigserial": "id bigserial PRIMARY KEY",
+    "uuid v4 (gen_random_uuid)": "id uuid PRIMARY KEY DEFAULT gen_random_uuid()",
+    "uuid v7 (PL/pgSQL)": "id uuid PRIMARY KEY DEFAULT uuidv7()",
+    "snowflake_nextval()": "id bigint PRIMARY KEY DEFAULT snowflake_nextval()",
+}
+
+
+def table_name(label):
+    return "t_" + re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
+
+
+def create_tables(server, labels):
+    sql = "".join(f"DROP TABLE IF EXISTS {table_name(l)}; CREATE TABLE {table_name(l)} ({M3_TABLES[l]}, v int);"
+                  for l in labels)
+    server.psql(sql)
+
+
+def m3(server, seconds, repeats, clients_list):
+    out = {}
+    labels = list(M3_TABLES)
+    for clients in clients_list:
+        def run(label):
+            t = table_name(label)
+            server.psql(f"TRUNCATE {t}; CHECKPOINT;")
+            return server.pgbench(f"INSERT INTO {t} (v) VALUES (1);", clients, seconds)
+        tps = rounds(labels, repeats, run)
+        for label, values in tps.items():
+            out.setdefault(label, {})[clients] = values
+    return out
+
+
+def m4(server, sizes, repeats):
+    out = {}
+    labels = list(M3_TABLES)
+    for rows in sizes:
+        def run(label):
+            t = table_name(label)
+            server.psql(f"TRUNCATE {t}; CHECKPOINT;")
+            _, ms = server.psql(f"INSERT INTO {t} (v) SELECT g FROM generate_series(1, {rows}) g", timing=True)
+            size, _ = server.psql(f"SELECT pg_relation_size('{t}_pkey')")
+            return ms, int(size)
+        res = rounds(labels, repeats, run)
+        for label, values in res.items():
+            out.setdefault(label, {})[rows] = values
+    return out
+
+
+def callgrind(work, port, calls):
+    """Instructions per call, counted by callgrind in a server run under valgrind."""
+    functions = {
+        "snowflake_nextval(1)": ("snowflake_nextval_worker_wrapper", "SELECT count(snowflake_nextval(1))"),
+        NV: ("nextval_oid", "SELECT count(nextval('bench_seq'))"),
+        "gen_random_uuid()": ("gen_random_uuid", "SELECT count(gen_random_uuid())"),
+    }
+    outdir = Path(work) / "callgrind"
+    shutil.rmtree(outdir, ignore_errors=True)
+    outdir.mkdir(parents=True)
+    shutil.chown(outdir, "postgres", "postgres")
+    toggles = [f"--toggle-collect={fn}" for fn, _ in functions.values()]
+    # The postmaster and every backend run under valgrind; only the instructions executed inside
+    # the three functions are counted.
+    valgrind = ["valgrind", "--tool=callgrind", "--trace-children=yes", "--collect-atstart=no",
+                f"--callgrind-out-file={outdir}/callgrind.%p", *toggles]
+    server = Server(Path(work) / "cg-data", port, ["snowflake.worker_id=1", "max_connections=10"])
+    log = open(f"{server.dir}/valgrind-server.log", "w")
+    proc = subprocess.Popen(["runuser", "-u", "postgres", "--", *valgrind, str(PGBIN / "postgres"),
+                             "-D", server.dir], stdout=log, stderr=subprocess.STDOUT, cwd="/")
+    deadline = time.time() + 300
+    while subprocess.run([str(PGBIN / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
+                         capture_output=True).returncode != 0:
+        if time.time() > deadline or proc.poll() is not None:
+            raise RuntimeError("the server under valgrind did not start")
+        time.sleep(1)
+    server.psql("CREATE EXTENSION snowflake_ext; CREATE SEQUENCE bench_seq;")
+    # Warm up (first lease, catalog caches), then the measured calls, one backend per function.
+    server.psql("SELECT snowflake_nextval(1); SELECT nextval('bench_seq'); SELECT gen_random_uuid();")
+    for label, (fn, sql) in functions.items():
+        server.psql(f"{sql} FROM generate_series(1, {calls})")
+    server.stop()
+    proc.wait(timeout=300)
+    # Each function was measured in a backend of its own: its cost is its inclusive cost in the
+    # process file where it is largest.
+    profiles = [parse_callgrind(f) for f in sorted(outdir.glob("callgrind.*"))]
+    per_call = {}
+    for label, (fn, _) in functions.items():
+        best = max((dict((name, ir) for ir, name in p).get(fn, 0) for p in profiles), default=0)
+        per_call[label] = best / calls if best else None
+    # Where snowflake_nextval's instructions go: what it calls, inclusive, per call. Callers
+    # (main, PostgresMain, the executor) carry the whole total and are left out.
+    fn = functions["snowflake_nextval(1)"][0]
+    profile = max(profiles, key=lambda p: dict((n, i) for i, n in p).get(fn, 0), default=[])
+    total = dict((n, i) for i, n in profile).get(fn, 0)
+    rows = [(ir, name) for ir, name in profile
+            if (ir < total or name == fn) and ir >= calls and not name.startswith("0x")]
+    breakdown = "\n".join(f"{ir / calls:8.0f}  {name}" for ir, name in rows[:25])
+    server.destroy()
+    return per_call, breakdown
+
+
+def m1_table(m1_rate, m1_ms, n):
+    base = statistics.median(m1_rate[NV])
+    empty_ms = statistics.median(m1_ms["empty loop: count(1)"])
+    lines = [f"## M1: one session, `SELECT count(G) FROM generate_series(1, {fmt(n)})`", "",
+             "| generator | ids/s (median) | min-max | ratio to nextval() | ns per id beyond the empty loop |",
+             "|---|---:|---:|---:|---:|"]
+    for name, rates in sorted(m1_rate.items(), key=lambda kv: -statistics.median(kv[1])):
+        med, lo, hi = summary(rates)
+        net = (statistics.median(m1_ms[name]) - empty_ms) * 1e6 / n
+        lines.append(f"| `{name}` | {fmt(med)} | {fmt(lo)}-{fmt(hi)} | {med / base:.2f} | {'' if 'empty' in name else fmt(net)} |")
+    return lines + ["", "The batch row reserves 10,000 ids per call.", ""]
+
+
+def headline(m1_rate, m2_res, m3_res, m4_res, cg, clients_list, rows):
+    """The figures README.md quotes, as markdown bullets."""
+    med = statistics.median
+    nv = med(m1_rate[NV])
+    def worst(res, name, ref):
+        ratios = {c: med(res[name][c]) / med(res[ref][c]) for c in clients_list}
+        c = min(ratios, key=ratios.get)
+        return f"{min(ratios.values()):.2f}x (lowest, at {c} client{'s' if c > 1 else ''}) to {max(ratios.values()):.2f}x"
+    size = {k: med([s for _, s in v[rows]]) for k, v in m4_res.items()}
+    sf = "snowflake_nextval()"
+    return [
+        f"* **M1, one session:** `snowflake_nextval(1)` makes {med(m1_rate['snowflake_nextval(1)']) / nv:.2f}x as many ids "
+        f"per second as `nextval()`, `snowflake_nextval()` {med(m1_rate[sf]) / nv:.2f}x, "
+        f"`snowflake_nextval_batch` {med(m1_rate['snowflake_nextval_batch(1, 10000)']) / nv:.2f}x; "
+        f"`gen_random_uuid()` {med(m1_rate['gen_random_uuid()']) / nv:.2f}x.",
+        f"* **M2, pgbench `SELECT G;` at {', '.join(map(str, clients_list))} clients:** one worker for all clients "
+        f"{worst(m2_res, 'snowflake_nextval(1)', NV)} the tps of `nextval()`; "
+        f"a worker per client {worst(m2_res, 'snowflake_nextval(:client_id), a worker per client', NV)}.",
+        f"* **M3, pgbench `INSERT`:** a snowflake primary key {worst(m3_res, sf, 'bigserial')} the tps of `bigserial`; "
+        f"UUIDv4 {worst(m3_res, 'uuid v4 (gen_random_uuid)', 'bigserial')}, UUIDv7 {worst(m3_res, 'uuid v7 (PL/pgSQL)', 'bigserial')}.",
+        f"* **M4, {rows:,} rows in one INSERT:** the snowflake primary-key index is {size[sf] / size['bigserial']:.3f}x "
+        f"the size of bigserial's; UUIDv4's is {size['uuid v4 (gen_random_uuid)'] / size['bigserial']:.2f}x, "
+        f"UUIDv7's {size['uuid v7 (PL/pgSQL)'] / size['bigserial']:.2f}x.",
+        f"* **Instructions per call** (callgrind): `snowflake_nextval(1)` {cg['snowflake_nextval(1)'] or 0:,.0f}, "
+        f"`nextval()` {cg[NV] or 0:,.0f}, `gen_random_uuid()` {cg['gen_random_uuid()'] or 0:,.0f}.",
+    ]
+
+
+def update_readme(heads, day):
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+    if begin not in text or end not in text:
+        return
+    block = [begin, f"From the run of `bench/run` on {day} on this project's 2-core build machine "
+             "(full tables: [docs/results.md](docs/results.md)):", ""] + heads + [
+        "", "![M2 and M3 throughput against clients](docs/bench-throughput.svg)", end]
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    readme.write_text(head + "\n".join(block) + tail)
+
+
+def parse_callgrind(path):
+    """[(inclusive instructions, function name)] of one callgrind output file, largest first."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(path)],
+                         capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+\S*?:(.+?) \[", line)
+        if m:
+            rows.append((int(m.group(1).replace(",", "")), m.group(2)))
+    return rows
+
+
+def svg_chart(path, panels):
+    """panels: [(title, {series: {clients: median tps}})] -> one SVG with a line chart per panel."""
+    colours = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+    w, h, pad = 520, 340, 60
+    total_w = w * len(panels)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{h + 150}" '
+             f'font-family="sans-serif" font-size="12">',
+             f'<rect width="{total_w}" height="{h + 150}" fill="white"/>']
+    for p, (title, series) in enumerate(panels):
+        x0 = p * w
+        clients = sorted({c for s in series.values() for c in s})
+        ymax = max(v for s in series.values() for v in s.values()) * 1.1
+        def sx(c):
+            return x0 + pad + clients.index(c) * (w - 2 * pad) / max(1, len(clients) - 1)
+        def sy(v):
+            return h - pad + 20 - v / ymax * (h - 2 * pad)
+        parts.append(f'<text x="{x0 + w / 2}" y="24" text-anchor="middle" font-size="14" font-weight="bold">{title}</text>')
+        parts.append(f'<line x1="{x0 + pad}" y1="{sy(0)}" x2="{x0 + w - pad}" y2="{sy(0)}" stroke="black"/>')
+        parts.append(f'<line x1="{x0 + pad}" y1="{sy(0)}" x2="{x0 + pad}" y2="{sy(ymax)}" stroke="black"/>')
+        for i in range(6):
+            v = ymax * i / 5
+            parts.append(f'<text x="{x0 + pad - 6}" y="{sy(v) + 4}" text-anchor="end">{v / 1000:.0f}k</text>')
+            parts.append(f'<line x1="{x0 + pad}" y1="{sy(v)}" x2="{x0 + w - pad}" y2="{sy(v)}" stroke="#ddd"/>')
+        for c in clients:
+            parts.append(f'<text x="{sx(c)}" y="{sy(0) + 18}" text-anchor="middle">{c}</text>')
+        parts.append(f'<text x="{x0 + w / 2}" y="{sy(0) + 36}" text-anchor="middle">clients</text>')
+        parts.append(f'<text x="{x0 + 14}" y="{h / 2}" transform="rotate(-90 {x0 + 14} {h / 2})" '
+                     f'text-anchor="middle">transactions per second (median)</text>')
+        for i, (name, points) in enumerate(series.items()):
+            colour = colours[i % len(colours)]
+            coords = " ".join(f"{sx(c):.1f},{sy(points[c]):.1f}" for c in clients if c in points)
+            dash = '' if "snowflake" in name else ' stroke-dasharray="6 3"'
+            parts.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+            for c in clients:
+                if c in points:
+                    parts.append(f'<circle cx="{sx(c):.1f}" cy="{sy(points[c]):.1f}" r="3" fill="{colour}"/>')
+            ly = h + 10 + i * 16
+            parts.append(f'<line x1="{x0 + pad}" y1="{ly}" x2="{x0 + pad + 24}" y2="{ly}" stroke="{colour}" stroke-width="2"{dash}/>')
+            parts.append(f'<text x="{x0 + pad + 30}" y="{ly + 4}">{name}</text>')
+    parts.append("</svg>")
+    Path(path).write_text("\n".join(parts) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--short", action="store_true", help="a few seconds per measurement, results in a temporary directory")
+    ap.add_argument("--out", help="where to write results.md and the chart (default: docs/, or a temporary directory with --short)")
+    ap.add_argument("--port", type=int, default=5497)
+    ap.add_argument("--m1-only", action="store_true", help="only M1, printed, no files written (to compare builds)")
+    ap.add_argument("--repeats", type=int, help="rounds per measurement (default 5, 2 with --short)")
+    args = ap.parse_args()
+
+    if args.short:
+        n, repeats, seconds, sizes, clients_list, cg_calls = 200_000, 2, 1, [100_000, 200_000], [1, 2, 4, 8], 2_000
+    else:
+        n, repeats, seconds, sizes, clients_list, cg_calls = 2_000_000, 5, 5, [1_000_000, 2_000_000], [1, 2, 4, 8], 100_000
+    repeats = args.repeats or repeats
+    out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="snowflake_ext-bench-")) if args.short else ROOT / "docs")
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path("/tmp/snowflake_ext-bench")
+    work.mkdir(exist_ok=True)
+    shutil.chown(work, "postgres", "postgres")
+
+    pgedge = PGEDGE_CONTROL.exists()
+    settings = ["snowflake.worker_id=1", "shared_buffers=256MB", "max_wal_size=8GB", "checkpoint_timeout=30min",
+                "fsync=on", "synchronous_commit=on"]
+    if pgedge:
+        settings += ["snowflake.node=2"]
+    server = Server(work / "data", args.port, settings)
+    server.start()
+    started = time.time()
+    try:
+        server.psql("CREATE EXTENSION snowflake_ext; CREATE SEQUENCE bench_seq;" + UUIDV7_PLPGSQL)
+        generators = {
+            "snowflake_nextval(1)": "snowflake_nextval(1)",
+            "snowflake_nextval()": "snowflake_nextval()",
+            NV: "nextval('bench_seq')",
+            "gen_random_uuid()": "gen_random_uuid()",
+            "uuid v7 (PL/pgSQL)": "uuidv7()",
+        }
+        if args.m1_only:
+            # Comparing two builds of this extension: the UUID generators only cost time.
+            del generators["gen_random_uuid()"], generators["uuid v7 (PL/pgSQL)"]
+        if pgedge:
+            server.psql("CREATE EXTENSION IF NOT EXISTS snowflake; CREATE SEQUENCE pgedge_seq;")
+            generators["pgEdge snowflake.nextval()"] = "snowflake.nextval('pgedge_seq')"
+        server.psql("SELECT snowflake_nextval(1), snowflake_nextval(), nextval('bench_seq')")  # first leases
+
+        print(f"== M1: one session, {fmt(n)} ids, {repeats} rounds", flush=True)
+        m1_rate, m1_ms = m1(server, n, repeats, generators)
+        if args.m1_only:
+            print("\n".join(m1_table(m1_rate, m1_ms, n)))
+            return
+        print("== M2: pgbench SELECT G", flush=True)
+        m2_gens = dict(generators)
+        m2_gens["snowflake_nextval(:client_id), a worker per client"] = "snowflake_nextval(:client_id)"
+        m2_res = m2(server, seconds, repeats, clients_list, m2_gens)
+        print("== M3: pgbench INSERT", flush=True)
+        create_tables(server, list(M3_TABLES))
+        m3_res = m3(server, seconds, repeats, clients_list)
+        print("== M4: bulk INSERT ... SELECT", flush=True)
+        m4_res = m4(server, sizes, repeats)
+        version, _ = server.psql("SELECT version()")
+    finally:
+        server.destroy()
+    print("== C: instructions per call (callgrind)", flush=True)
+    cg, breakdown = callgrind(work, args.port + 1, cg_calls)
+    elapsed = time.time() - started
+
+    # ---- report
+    nv = NV
+    lines = [f"# Benchmark results{' (short mode: a smoke run, not for quoting)' if args.short else ''}", "",
+             f"Made by `bench/run{' --short' if args.short else ''}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+             f"{os.cpu_count()} cores, {version.split(',')[0]}; fsync and synchronous_commit on. "
+             f"Every measurement repeated {repeats} times with the generators interleaved in a new random order each round; "
+             f"medians, with min-max. Took {elapsed / 60:.1f} min.", ""]
+    lines += m1_table(m1_rate, m1_ms, n)
+    def throughput_table(title, res, ref):
+        rows = [f"## {title}", "", "| generator | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in clients_list) + " |",
+                "|---|" + "---:|" * len(clients_list)]
+        for name, per in res.items():
+            cells = []
+            for c in clients_list:
+                med, lo, hi = summary(per[c])
+                ratio = med / statistics.median(res[ref][c])
+                cells.append(f"{fmt(med)} ({fmt(lo)}-{fmt(hi)}) **{ratio:.2f}**")
+            rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
+        rows += ["", f"Transactions per second: median (min-max) **ratio to `{ref}`**.", ""]
+        return rows
+
+    lines += throughput_table(f"M2: pgbench `SELECT G;`, {seconds} s per run, -M prepared", m2_res, nv)
+    lines += throughput_table(f"M3: pgbench `INSERT INTO t (v) VALUES (1);`, primary key defaulting to G, {seconds} s per run",
+                              m3_res, "bigserial")
+    lines += [f"## M4: bulk `INSERT INTO t (v) SELECT g FROM generate_series(1, N) g`", "",
+              "| generator | rows | wall time, ms (min-max) | primary-key index | ratio to bigserial's index |", "|---|---:|---:|---:|---:|"]
+    for rows in sizes:
+        big = statistics.median([s for _, s in m4_res["bigserial"][rows]])
+        for label, per in m4_res.items():
+            ms = [m for m, _ in per[rows]]
+            size = statistics.median([s for _, s in per[rows]])
+            med, lo, hi = summary(ms)
+            lines.append(f"| `{label}` | {fmt(rows)} | {fmt(med)} ({fmt(lo)}-{fmt(hi)}) | {size / 2**20:.1f} MB | {size / big:.3f} |")
+    lines += ["", f"## Cost per id: instructions per call (callgrind, {fmt(cg_calls)} calls each)", "",
+              "Counted inside each SQL function (inclusive of everything it calls), in a server run under valgrind.", "",
+              "| function | instructions per call |", "|---|---:|"]
+    for label, v in cg.items():
+        lines.append(f"| `{label}` | {fmt(v) if v else 'n/a'} |")
+    lines += ["", "Where `snowflake_nextval(1)`'s instructions go (inclusive, per call):", "", "```", breakdown, "```", ""]
+    heads = headline(m1_rate, m2_res, m3_res, m4_res, cg, clients_list, sizes[-1])
+    lines[4:4] = ["## Headline", ""] + heads + [""]
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+    if not args.short and out.resolve() == (ROOT / "docs").resolve():
+        update_readme(heads, time.strftime('%Y-%m-%d', time.gmtime()))
+
+    svg_chart(out / "bench-throughput.svg", [
+        ("M2: SELECT G (pgbench)", {k: {c: statistics.median(v[c]) for c in clients_list} for k, v in m2_res.items()}),
+        ("M3: INSERT with a G primary key (pgbench)", {k: {c: statistics.median(v[c]) for c in clients_list} for k, v in m3_res.items()}),
+    ])
+    print("\n".join(lines))
+    print(f"\nwrote {out / 'results.md'} and {out / 'bench-throughput.svg'}")
+
+
+if __name__ == "__main__":
+    main()

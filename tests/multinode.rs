@@ -1,0 +1,308 @@
+//! Many nodes, one keyspace: servers that mint ids without talking to each other, whose rows
+//! then meet through the replication engines PostgreSQL users run: pglogical multi-master, and
+//! native logical replication fanning in to one subscriber.
+
+mod common;
+
+use common::*;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const ROWS_PER_SESSION: i32 = 3000;
+const SESSIONS_PER_NODE: i32 = 2;
+
+const EVENTS: &str = "CREATE TABLE events (
+    id      bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+    origin  int NOT NULL,
+    session int NOT NULL,
+    n       int NOT NULL,
+    created timestamptz NOT NULL DEFAULT clock_timestamp())";
+
+fn node(name: &str, worker: i32, preload: &str) -> Cluster {
+    let worker = format!("snowflake.worker_id={worker}");
+    let preload = format!("shared_preload_libraries={preload}");
+    let mut settings = vec![
+        worker.as_str(),
+        preload.as_str(),
+        "wal_level=logical",
+        "max_worker_processes=16",
+        "max_replication_slots=16",
+        "max_wal_senders=16",
+        "track_commit_timestamp=on",
+    ];
+    // Minor releases from 15.19 on load only the output plugins this setting lists; older ones
+    // do not know the setting.
+    if has_output_plugin_allowlist() {
+        settings.push("output_plugin_libraries=pgoutput, test_decoding, pglogical_output");
+    }
+    let cluster = Cluster::new(name, &settings);
+    cluster.start();
+    cluster
+}
+
+fn has_output_plugin_allowlist() -> bool {
+    let out = std::process::Command::new("/usr/lib/postgresql/15/bin/postgres")
+        .arg("--describe-config")
+        .output()
+        .expect("postgres --describe-config");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.starts_with("output_plugin_libraries\t"))
+}
+
+/// Every node's sessions insert at the same time, in small statements so they interleave.
+fn insert_everywhere(nodes: &[&Cluster], origins: &[i32]) {
+    let barrier = Arc::new(Barrier::new(nodes.len() * SESSIONS_PER_NODE as usize));
+    let mut threads = vec![];
+    for (cluster, &origin) in nodes.iter().zip(origins) {
+        for session in 0..SESSIONS_PER_NODE {
+            let conninfo = cluster.conninfo("postgres");
+            let barrier = barrier.clone();
+            threads.push(std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                let insert = c
+                    .prepare("INSERT INTO events (origin, session, n) SELECT $1, $2, g FROM generate_series($3::int, $4::int) g")
+                    .unwrap();
+                barrier.wait();
+                for start in (0..ROWS_PER_SESSION).step_by(20) {
+                    c.execute(&insert, &[&origin, &session, &start, &(start + 19)]).unwrap();
+                }
+            }));
+        }
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+fn wait_for_rows(cluster: &Cluster, rows: i64, what: &str) {
+    let mut c = cluster.connect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let n: i64 = c
+            .query_one("SELECT count(*) FROM events", &[])
+            .unwrap()
+            .get(0);
+        if n == rows {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {n} rows of {rows} after 2 minutes:\n{}",
+            cluster.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// count, distinct ids, a digest of all ids in order, and rows whose worker is not their origin.
+fn fingerprint(cluster: &Cluster) -> (i64, i64, String, i64) {
+    let row = cluster
+        .connect()
+        .query_one(
+            "SELECT count(*), count(DISTINCT id), md5(string_agg(id::text, ',' ORDER BY id)),
+                    count(*) FILTER (WHERE snowflake_worker(id) <> origin)
+             FROM events",
+            &[],
+        )
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2), row.get(3))
+}
+
+fn assert_clean_log(cluster: &Cluster, what: &str) {
+    let log = cluster.log();
+    for bad in ["CONFLICT", "ERROR", "duplicate key"] {
+        assert!(!log.contains(bad), "{what}: the log has {bad}:\n{log}");
+    }
+}
+
+/// Sorting by id sorts by creation time, to within how long a row takes between its id and its
+/// `created` default (all servers here share one clock).
+fn assert_ids_follow_creation_time(cluster: &Cluster) {
+    let worst_ms: f64 = cluster
+        .connect()
+        .query_one(
+            "SELECT coalesce(max(extract(epoch FROM before - created) * 1000), 0)::float8 FROM (
+               SELECT created, max(created) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+               FROM events) s",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        worst_ms < 100.0,
+        "a row sorted by id comes {worst_ms} ms before one created earlier"
+    );
+}
+
+#[test]
+fn pglogical_multi_master_three_nodes_converge_without_conflicts() {
+    let nodes: Vec<Cluster> = (1..=3)
+        .map(|i| node(&format!("mm{i}"), i, "pglogical,snowflake_ext"))
+        .collect();
+    for (i, n) in nodes.iter().enumerate() {
+        let mut c = n.connect();
+        c.batch_execute("CREATE EXTENSION snowflake_ext; CREATE EXTENSION pglogical;")
+            .unwrap();
+        c.batch_execute(EVENTS).unwrap();
+        c.execute(
+            "SELECT pglogical.create_node(node_name := $1, dsn := $2)",
+            &[&format!("node{}", i + 1), &n.conninfo("postgres")],
+        )
+        .unwrap();
+        c.batch_execute("SELECT pglogical.replication_set_add_table('default', 'events')")
+            .unwrap();
+    }
+    // Each node subscribes to the other two; forward_origins := '{}' sends on only the rows a
+    // node made itself, so nothing loops.
+    for (i, n) in nodes.iter().enumerate() {
+        let mut c = n.connect();
+        for (j, provider) in nodes.iter().enumerate() {
+            if i != j {
+                c.execute(
+                    "SELECT pglogical.create_subscription(subscription_name := $1, provider_dsn := $2,
+                        replication_sets := ARRAY['default'], synchronize_structure := false,
+                        synchronize_data := false, forward_origins := '{}')",
+                    &[&format!("node{}_from_node{}", i + 1, j + 1), &provider.conninfo("postgres")],
+                )
+                .unwrap();
+            }
+        }
+    }
+    for n in &nodes {
+        let mut c = n.connect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while c
+            .query_one("SELECT count(*) FROM pglogical.show_subscription_status() WHERE status = 'replicating'", &[])
+            .unwrap()
+            .get::<_, i64>(0)
+            < 2
+        {
+            assert!(Instant::now() < deadline, "subscriptions not replicating:\n{}", n.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    let refs: Vec<&Cluster> = nodes.iter().collect();
+    insert_everywhere(&refs, &[1, 2, 3]);
+    let total = (3 * SESSIONS_PER_NODE * ROWS_PER_SESSION) as i64;
+    for (i, n) in nodes.iter().enumerate() {
+        wait_for_rows(n, total, &format!("node{}", i + 1));
+    }
+    let first = fingerprint(&nodes[0]);
+    assert_eq!((first.0, first.1, first.3), (total, total, 0));
+    for n in &nodes[1..] {
+        assert_eq!(fingerprint(n), first, "the nodes hold different rows");
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        assert_clean_log(n, &format!("node{}", i + 1));
+    }
+    assert_ids_follow_creation_time(&nodes[0]);
+}
+
+#[test]
+fn native_logical_replication_fans_three_nodes_into_one() {
+    let sources: Vec<Cluster> = (1..=3)
+        .map(|i| node(&format!("fan{i}"), 10 + i, "snowflake_ext"))
+        .collect();
+    let sink = node("fan-sink", 99, "snowflake_ext");
+    for s in &sources {
+        let mut c = s.connect();
+        c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
+        c.batch_execute(EVENTS).unwrap();
+        c.batch_execute("CREATE PUBLICATION events_pub FOR TABLE events")
+            .unwrap();
+    }
+    let mut c = sink.connect();
+    c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
+    c.batch_execute(EVENTS).unwrap();
+    for (i, s) in sources.iter().enumerate() {
+        c.batch_execute(&format!(
+            "CREATE SUBSCRIPTION from_fan{} CONNECTION '{}' PUBLICATION events_pub",
+            i + 1,
+            s.conninfo("postgres")
+        ))
+        .unwrap();
+    }
+
+    let refs: Vec<&Cluster> = sources.iter().collect();
+    insert_everywhere(&refs, &[11, 12, 13]);
+    let total = (3 * SESSIONS_PER_NODE * ROWS_PER_SESSION) as i64;
+    wait_for_rows(&sink, total, "sink");
+    let (count, distinct, _, wrong_worker) = fingerprint(&sink);
+    assert_eq!((count, distinct, wrong_worker), (total, total, 0));
+    let per_origin: Vec<i64> = c
+        .query(
+            "SELECT count(*) FROM events GROUP BY origin ORDER BY origin",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(per_origin, vec![total / 3; 3]);
+    assert_clean_log(&sink, "sink");
+    assert_ids_follow_creation_time(&sink);
+}
+
+#[test]
+fn two_servers_with_the_same_worker_id_collide_loudly_at_the_subscriber() {
+    // A misconfiguration: both sources have worker id 20.
+    let a = node("same-a", 20, "snowflake_ext");
+    let b = node("same-b", 20, "snowflake_ext");
+    let sink = node("same-sink", 99, "snowflake_ext");
+    for s in [&a, &b] {
+        let mut c = s.connect();
+        c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
+        c.batch_execute(EVENTS).unwrap();
+        c.batch_execute("CREATE PUBLICATION events_pub FOR TABLE events")
+            .unwrap();
+    }
+    let mut c = sink.connect();
+    c.batch_execute(EVENTS.replace(" DEFAULT snowflake_nextval()", "").as_str())
+        .unwrap();
+    for (name, s) in [("from_a", &a), ("from_b", &b)] {
+        c.batch_execute(&format!(
+            "CREATE SUBSCRIPTION {name} CONNECTION '{}' PUBLICATION events_pub",
+            s.conninfo("postgres")
+        ))
+        .unwrap();
+    }
+
+    // Both mint ids at the same moments: the same (millisecond, worker, sequence) triples.
+    insert_everywhere(&[&a, &b], &[1, 2]);
+    let ids_of = |s: &Cluster| -> std::collections::HashSet<i64> {
+        ids(&mut s.connect(), "SELECT id FROM events")
+            .into_iter()
+            .collect()
+    };
+    let shared = ids_of(&a).intersection(&ids_of(&b)).count();
+    assert!(
+        shared > 0,
+        "the two servers happened to mint no common id; the scenario did not happen"
+    );
+
+    // The subscriber refuses the second copy of an id: a primary-key violation in its log, and
+    // the rows are not silently merged.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !sink
+        .log()
+        .contains("duplicate key value violates unique constraint \"events_pkey\"")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no primary-key violation at the subscriber:\n{}",
+            sink.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let total = (2 * SESSIONS_PER_NODE * ROWS_PER_SESSION) as i64;
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM events", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        n < total,
+        "all {total} rows arrived although {shared} ids collide"
+    );
+}
