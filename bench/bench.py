@@ -102,6 +102,12 @@ def summary(values):
     return statistics.median(values), min(values), max(values)
 
 
+def paired_ratios(values, reference):
+    """Ratios of runs made in the same round: the fairest comparison on a noisy machine, since
+    both runs of a pair saw the same conditions."""
+    return [v / r for v, r in zip(values, reference)]
+
+
 def rounds(names, repeats, run):
     """Runs run(name) for every name, `repeats` rounds, in a new random order each round."""
     results = {n: [] for n in names}
@@ -151,8 +157,9 @@ def table_name(label):
 
 
 def create_tables(server, labels):
-    sql = "".join(f"DROP TABLE IF EXISTS {table_name(l)}; CREATE TABLE {table_name(l)} ({M3_TABLES[l]}, v int);"
-                  for l in labels)
+    # No autovacuum: it would visit some runs' tables and not others'.
+    sql = "".join(f"DROP TABLE IF EXISTS {table_name(l)}; CREATE TABLE {table_name(l)} ({M3_TABLES[l]}, v int) "
+                  "WITH (autovacuum_enabled = off);" for l in labels)
     server.psql(sql)
 
 
@@ -256,7 +263,7 @@ def headline(m1_rate, m2_res, m3_res, m4_res, cg, clients_list, rows):
     med = statistics.median
     nv = med(m1_rate[NV])
     def worst(res, name, ref):
-        ratios = {c: med(res[name][c]) / med(res[ref][c]) for c in clients_list}
+        ratios = {c: med(paired_ratios(res[name][c], res[ref][c])) for c in clients_list}
         c = min(ratios, key=ratios.get)
         return f"{min(ratios.values()):.2f}x (lowest, at {c} client{'s' if c > 1 else ''}) to {max(ratios.values()):.2f}x"
     size = {k: med([s for _, s in v[rows]]) for k, v in m4_res.items()}
@@ -307,7 +314,14 @@ def parse_callgrind(path):
 
 def svg_chart(path, panels):
     """panels: [(title, {series: {clients: median tps}})] -> one SVG with a line chart per panel."""
-    colours = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+    # One colour per kind of generator in both panels; snowflake solid, the others dashed.
+    def colour(name):
+        for key, c in [(":client_id", "#8c564b"), ("snowflake_nextval()", "#d62728"), ("snowflake_nextval(1)", "#ff7f0e"),
+                       ("pgEdge", "#e377c2"), ("nextval", "#1f77b4"), ("bigserial", "#1f77b4"),
+                       ("uuid v7", "#9467bd"), ("v4", "#2ca02c"), ("gen_random_uuid", "#2ca02c")]:
+            if key in name:
+                return c
+        return "#17becf"
     w, h, pad = 520, 340, 60
     total_w = w * len(panels)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{h + 150}" '
@@ -316,7 +330,9 @@ def svg_chart(path, panels):
     for p, (title, series) in enumerate(panels):
         x0 = p * w
         clients = sorted({c for s in series.values() for c in s})
-        ymax = max(v for s in series.values() for v in s.values()) * 1.1
+        top = max(v for s in series.values() for v in s.values())
+        step = next(m * 10 ** e for e in range(1, 9) for m in (1, 2, 5) if m * 10 ** e * 5 >= top)
+        ymax = step * 5
         def sx(c):
             return x0 + pad + clients.index(c) * (w - 2 * pad) / max(1, len(clients) - 1)
         def sy(v):
@@ -325,8 +341,8 @@ def svg_chart(path, panels):
         parts.append(f'<line x1="{x0 + pad}" y1="{sy(0)}" x2="{x0 + w - pad}" y2="{sy(0)}" stroke="black"/>')
         parts.append(f'<line x1="{x0 + pad}" y1="{sy(0)}" x2="{x0 + pad}" y2="{sy(ymax)}" stroke="black"/>')
         for i in range(6):
-            v = ymax * i / 5
-            parts.append(f'<text x="{x0 + pad - 6}" y="{sy(v) + 4}" text-anchor="end">{v / 1000:.0f}k</text>')
+            v = step * i
+            parts.append(f'<text x="{x0 + pad - 6}" y="{sy(v) + 4}" text-anchor="end">{v / 1000:g}k</text>')
             parts.append(f'<line x1="{x0 + pad}" y1="{sy(v)}" x2="{x0 + w - pad}" y2="{sy(v)}" stroke="#ddd"/>')
         for c in clients:
             parts.append(f'<text x="{sx(c)}" y="{sy(0) + 18}" text-anchor="middle">{c}</text>')
@@ -334,15 +350,15 @@ def svg_chart(path, panels):
         parts.append(f'<text x="{x0 + 14}" y="{h / 2}" transform="rotate(-90 {x0 + 14} {h / 2})" '
                      f'text-anchor="middle">transactions per second (median)</text>')
         for i, (name, points) in enumerate(series.items()):
-            colour = colours[i % len(colours)]
+            stroke = colour(name)
             coords = " ".join(f"{sx(c):.1f},{sy(points[c]):.1f}" for c in clients if c in points)
             dash = '' if "snowflake" in name else ' stroke-dasharray="6 3"'
-            parts.append(f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+            parts.append(f'<polyline points="{coords}" fill="none" stroke="{stroke}" stroke-width="2"{dash}/>')
             for c in clients:
                 if c in points:
-                    parts.append(f'<circle cx="{sx(c):.1f}" cy="{sy(points[c]):.1f}" r="3" fill="{colour}"/>')
+                    parts.append(f'<circle cx="{sx(c):.1f}" cy="{sy(points[c]):.1f}" r="3" fill="{stroke}"/>')
             ly = h + 10 + i * 16
-            parts.append(f'<line x1="{x0 + pad}" y1="{ly}" x2="{x0 + pad + 24}" y2="{ly}" stroke="{colour}" stroke-width="2"{dash}/>')
+            parts.append(f'<line x1="{x0 + pad}" y1="{ly}" x2="{x0 + pad + 24}" y2="{ly}" stroke="{stroke}" stroke-width="2"{dash}/>')
             parts.append(f'<text x="{x0 + pad + 30}" y="{ly + 4}">{name}</text>')
     parts.append("</svg>")
     Path(path).write_text("\n".join(parts) + "\n")
@@ -359,8 +375,11 @@ def main():
 
     if args.short:
         n, repeats, seconds, sizes, clients_list, cg_calls = 200_000, 2, 1, [100_000, 200_000], [1, 2, 4, 8], 2_000
+        m3_repeats, m3_seconds = 2, 1
     else:
         n, repeats, seconds, sizes, clients_list, cg_calls = 2_000_000, 5, 5, [1_000_000, 2_000_000], [1, 2, 4, 8], 100_000
+        # Inserts wait on fsync, whose latency varies most on this machine: more, shorter rounds.
+        m3_repeats, m3_seconds = 11, 3
     repeats = args.repeats or repeats
     out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="snowflake_ext-bench-")) if args.short else ROOT / "docs")
     out.mkdir(parents=True, exist_ok=True)
@@ -404,7 +423,7 @@ def main():
         m2_res = m2(server, seconds, repeats, clients_list, m2_gens)
         print("== M3: pgbench INSERT", flush=True)
         create_tables(server, list(M3_TABLES))
-        m3_res = m3(server, seconds, repeats, clients_list)
+        m3_res = m3(server, m3_seconds, args.repeats or m3_repeats, clients_list)
         print("== M4: bulk INSERT ... SELECT", flush=True)
         m4_res = m4(server, sizes, repeats)
         version, _ = server.psql("SELECT version()")
@@ -429,15 +448,20 @@ def main():
             cells = []
             for c in clients_list:
                 med, lo, hi = summary(per[c])
-                ratio = med / statistics.median(res[ref][c])
-                cells.append(f"{fmt(med)} ({fmt(lo)}-{fmt(hi)}) **{ratio:.2f}**")
+                ratio, rlo, rhi = summary(paired_ratios(per[c], res[ref][c]))
+                cells.append(f"{fmt(med)} ({fmt(lo)}-{fmt(hi)}) **{ratio:.2f}** ({rlo:.2f}-{rhi:.2f})")
             rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
-        rows += ["", f"Transactions per second: median (min-max) **ratio to `{ref}`**.", ""]
+        rows += ["", f"Transactions per second: median (min-max), then **the median ratio to `{ref}`** of runs made "
+                 "in the same round (min-max of those ratios).", ""]
         return rows
 
     lines += throughput_table(f"M2: pgbench `SELECT G;`, {seconds} s per run, -M prepared", m2_res, nv)
-    lines += throughput_table(f"M3: pgbench `INSERT INTO t (v) VALUES (1);`, primary key defaulting to G, {seconds} s per run",
-                              m3_res, "bigserial")
+    lines += ["At 1 client every transaction waits for the client's and the backend's wake-ups in turn, which "
+              "dominate on this virtual machine; from 2 clients on, pgbench and the backends share the two cores.", ""]
+    lines += throughput_table(f"M3: pgbench `INSERT INTO t (v) VALUES (1);`, primary key defaulting to G, "
+                              f"{m3_seconds} s per run, {args.repeats or m3_repeats} rounds", m3_res, "bigserial")
+    lines += ["Each insert commits and waits for its WAL flush, so the generators' own cost is hidden by fsync "
+              "latency, whose variation is what the min-max shows.", ""]
     lines += [f"## M4: bulk `INSERT INTO t (v) SELECT g FROM generate_series(1, N) g`", "",
               "| generator | rows | wall time, ms (min-max) | primary-key index | ratio to bigserial's index |", "|---|---:|---:|---:|---:|"]
     for rows in sizes:

@@ -6,9 +6,10 @@
 //!   constant nor evaluate it once for many rows.
 //! * PARALLEL SAFE, because the state is in shared memory under an LWLock, not in the backend:
 //!   a parallel worker draws from the same per-worker counter as its leader, so ids stay unique
-//!   and increasing in the order they are issued. (`nextval()` is PARALLEL UNSAFE only because a
-//!   sequence caches values and writes WAL per backend; neither applies here.) The worker id
-//!   setting is copied to parallel workers like every other setting.
+//!   and increasing in the order they are issued. (`nextval()` is PARALLEL UNSAFE because it
+//!   writes to a sequence relation, which a parallel worker may not do; this writes only shared
+//!   memory, and waits for a lease on its own latch.) The worker id setting is copied to
+//!   parallel workers like every other setting.
 
 use crate::generator::{Refusal, Worker};
 use crate::layout;

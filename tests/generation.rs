@@ -282,3 +282,64 @@ fn time_range_queries_use_the_primary_key_index() {
         .get(0);
     assert_eq!(n, 60);
 }
+
+#[test]
+fn parallel_workers_draw_from_the_same_counter() {
+    let cluster = started(
+        "parallel",
+        &[
+            "max_parallel_workers_per_gather=2",
+            "max_worker_processes=8",
+        ],
+    );
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "CREATE TABLE big AS SELECT g FROM generate_series(1, 200000) g;
+         ANALYZE big;
+         SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+         SET min_parallel_table_scan_size = 0; SET parallel_leader_participation = off;",
+    )
+    .unwrap();
+    let query = "SELECT snowflake_nextval(8) AS id FROM big";
+    let plan: Vec<String> = c
+        .query(
+            &format!("EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) {query}"),
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let plan = plan.join("\n");
+    assert!(
+        plan.contains("Gather") && plan.contains("Workers Launched: 2"),
+        "no parallel plan:\n{plan}"
+    );
+    // The ids are computed below the Gather, in the parallel workers.
+    let scan = plan
+        .find("Parallel Seq Scan")
+        .unwrap_or_else(|| panic!("{plan}"));
+    assert!(
+        plan[scan..].contains("Output: snowflake_nextval(8)"),
+        "not computed in the workers:\n{plan}"
+    );
+    // Ids made by the two workers (the leader does not participate) never collide.
+    let row = c
+        .query_one(
+            &format!("SELECT count(*), count(DISTINCT id) FROM ({query}) s"),
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, i64>(0), row.get::<_, i64>(1)),
+        (200_000, 200_000)
+    );
+    let issued: i64 = c
+        .query_one("SELECT issued FROM snowflake_stats WHERE worker = 8", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        issued, 400_000,
+        "the EXPLAIN ANALYZE run and the counted run"
+    );
+}
