@@ -86,21 +86,24 @@ fn survives(name: &str, fault: impl FnOnce(&Cluster)) -> Cluster {
     cluster
 }
 
+/// Stops the server with `stop`, sets its clock an hour back, and starts it again.
+fn restart_an_hour_back(cluster: &Cluster, stop: fn(&Cluster)) {
+    stop(cluster);
+    cluster.set_clock_offset(-3600);
+    cluster.start();
+}
+
 #[test]
 fn a_postmaster_killed_and_restarted_an_hour_back_never_repeats_ids() {
     survives("kill-postmaster", |cluster| {
-        cluster.kill_postmaster();
-        cluster.set_clock_offset(-3600);
-        cluster.start();
+        restart_an_hour_back(cluster, Cluster::kill_postmaster)
     });
 }
 
 #[test]
 fn a_clean_stop_and_a_restart_an_hour_back_never_repeats_ids() {
     survives("clean-stop", |cluster| {
-        cluster.stop();
-        cluster.set_clock_offset(-3600);
-        cluster.start();
+        restart_an_hour_back(cluster, Cluster::stop)
     });
 }
 

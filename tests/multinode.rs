@@ -40,6 +40,17 @@ fn node(name: &str, worker: i32, preload: &str) -> Cluster {
     cluster
 }
 
+/// A node whose `events` table is published for native logical replication.
+fn publisher(name: &str, worker: i32) -> Cluster {
+    let cluster = node(name, worker, "snowflake_ext");
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
+    c.batch_execute(EVENTS).unwrap();
+    c.batch_execute("CREATE PUBLICATION events_pub FOR TABLE events")
+        .unwrap();
+    cluster
+}
+
 fn has_output_plugin_allowlist() -> bool {
     let out = std::process::Command::new("/usr/lib/postgresql/15/bin/postgres")
         .arg("--describe-config")
@@ -203,16 +214,9 @@ fn pglogical_multi_master_three_nodes_converge_without_conflicts() {
 #[test]
 fn native_logical_replication_fans_three_nodes_into_one() {
     let sources: Vec<Cluster> = (1..=3)
-        .map(|i| node(&format!("fan{i}"), 10 + i, "snowflake_ext"))
+        .map(|i| publisher(&format!("fan{i}"), 10 + i))
         .collect();
     let sink = node("fan-sink", 99, "snowflake_ext");
-    for s in &sources {
-        let mut c = s.connect();
-        c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
-        c.batch_execute(EVENTS).unwrap();
-        c.batch_execute("CREATE PUBLICATION events_pub FOR TABLE events")
-            .unwrap();
-    }
     let mut c = sink.connect();
     c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
     c.batch_execute(EVENTS).unwrap();
@@ -248,16 +252,9 @@ fn native_logical_replication_fans_three_nodes_into_one() {
 #[test]
 fn two_servers_with_the_same_worker_id_collide_loudly_at_the_subscriber() {
     // A misconfiguration: both sources have worker id 20.
-    let a = node("same-a", 20, "snowflake_ext");
-    let b = node("same-b", 20, "snowflake_ext");
+    let a = publisher("same-a", 20);
+    let b = publisher("same-b", 20);
     let sink = node("same-sink", 99, "snowflake_ext");
-    for s in [&a, &b] {
-        let mut c = s.connect();
-        c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
-        c.batch_execute(EVENTS).unwrap();
-        c.batch_execute("CREATE PUBLICATION events_pub FOR TABLE events")
-            .unwrap();
-    }
     let mut c = sink.connect();
     c.batch_execute(EVENTS.replace(" DEFAULT snowflake_nextval()", "").as_str())
         .unwrap();
