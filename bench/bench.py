@@ -134,14 +134,18 @@ def m1(server, n, repeats, generators):
     return {name: [n / (ms / 1000.0) for ms in t] for name, t in times.items()}, times
 
 
-def m2(server, seconds, repeats, clients_list, generators):
+def by_clients(clients_list, labels, repeats, run):
+    """{label: {clients: [measurements]}}: run(label, clients) in interleaved rounds, per client count."""
     out = {}
     for clients in clients_list:
-        tps = rounds(list(generators), repeats,
-                     lambda name: server.pgbench(f"SELECT {generators[name]};", clients, seconds))
-        for name, values in tps.items():
-            out.setdefault(name, {})[clients] = values
+        for label, values in rounds(labels, repeats, lambda label: run(label, clients)).items():
+            out.setdefault(label, {})[clients] = values
     return out
+
+
+def m2(server, seconds, repeats, clients_list, generators):
+    return by_clients(clients_list, list(generators), repeats,
+                      lambda name, clients: server.pgbench(f"SELECT {generators[name]};", clients, seconds))
 
 
 M3_TABLES = {
@@ -164,17 +168,11 @@ def create_tables(server, labels):
 
 
 def m3(server, seconds, repeats, clients_list):
-    out = {}
-    labels = list(M3_TABLES)
-    for clients in clients_list:
-        def run(label):
-            t = table_name(label)
-            server.psql(f"TRUNCATE {t}; CHECKPOINT;")
-            return server.pgbench(f"INSERT INTO {t} (v) VALUES (1);", clients, seconds)
-        tps = rounds(labels, repeats, run)
-        for label, values in tps.items():
-            out.setdefault(label, {})[clients] = values
-    return out
+    def run(label, clients):
+        t = table_name(label)
+        server.psql(f"TRUNCATE {t}; CHECKPOINT;")
+        return server.pgbench(f"INSERT INTO {t} (v) VALUES (1);", clients, seconds)
+    return by_clients(clients_list, list(M3_TABLES), repeats, run)
 
 
 def m4(server, sizes, repeats):

@@ -11,7 +11,7 @@
 //!   memory, and waits for a lease on its own latch.) The worker id setting is copied to
 //!   parallel workers like every other setting.
 
-use crate::generator::{Refusal, Worker};
+use crate::generator::Refusal;
 use crate::layout;
 use crate::shmem::Generators;
 use crate::{clock, errors, lease, lease_writer, settings, shmem};
@@ -88,67 +88,71 @@ fn configured_worker() -> u16 {
 /// ticks, the backend waits for the writer without the lock (see `lease_writer.rs`).
 #[inline]
 fn reserve(generators: &PgLwLock<Generators>, worker: u16, n: u64) -> u64 {
-    // The common case, kept short: one lock round trip, nothing to report, lease not low.
-    let first_try = {
-        let mut shared = generators.exclusive();
-        let now = clock::now_ms();
-        let state = &mut shared.workers[worker as usize];
-        let stepped_back = state.observe_clock(now);
-        let outcome = state.reserve(now, n);
-        match outcome {
-            Ok(first) if stepped_back.is_none() && !lease::low_after_issue(state) => return first,
-            _ => {
-                let writer_latch =
-                    renewal_wanted(&outcome, state, now).then(|| shared.request_renewal());
-                (outcome, stepped_back, writer_latch.unwrap_or(0))
-            }
-        }
-    };
-    reserve_slowly(generators, worker, n, first_try)
+    match attempt(generators, worker, n) {
+        // The common case: granted, nothing to report, no writer to wake.
+        Attempt {
+            outcome: Ok(first),
+            stepped_back: None,
+            writer_latch: 0,
+        } => first,
+        first_try => reserve_slowly(generators, worker, n, first_try),
+    }
 }
 
-fn renewal_wanted(outcome: &Result<u64, Refusal>, state: &Worker, now: u64) -> bool {
-    matches!(outcome, Err(Refusal::NeedLease { .. })) || lease::low(state, now)
+/// The outcome of one lock round trip: the reservation, the clock step it saw, and the lease
+/// writer's latch to set once the lock is released (0: nobody to wake).
+struct Attempt {
+    outcome: Result<u64, Refusal>,
+    stepped_back: Option<u64>,
+    writer_latch: usize,
+}
+
+/// The whole critical section: read the clock, update the worker, and note whether its lease
+/// needs renewing.
+#[inline]
+fn attempt(generators: &PgLwLock<Generators>, worker: u16, n: u64) -> Attempt {
+    let mut shared = generators.exclusive();
+    let now = clock::now_ms();
+    let state = &mut shared.workers[worker as usize];
+    let stepped_back = state.observe_clock(now);
+    let outcome = state.reserve(now, n);
+    let renew = match outcome {
+        Ok(_) => lease::low_after_issue(state),
+        Err(Refusal::NeedLease { .. }) => true,
+        Err(Refusal::Exhausted) => false,
+    };
+    let writer_latch = if renew { shared.request_renewal() } else { 0 };
+    Attempt {
+        outcome,
+        stepped_back,
+        writer_latch,
+    }
 }
 
 /// Everything but the common case: waking the lease writer, warning of a clock step, waiting
-/// for a lease, or the end of the layout. `attempt` is the outcome of the lock round trip just
-/// made (with the clock step it saw and the writer's latch to set, if any).
+/// for a lease, or the end of the layout.
 #[cold]
 #[inline(never)]
 fn reserve_slowly(
     generators: &PgLwLock<Generators>,
     worker: u16,
     n: u64,
-    mut attempt: (Result<u64, Refusal>, Option<u64>, usize),
+    mut attempt_made: Attempt,
 ) -> u64 {
     let mut waiting_since = None;
     loop {
-        let (outcome, stepped_back, writer_latch) = attempt;
-        lease_writer::wake(writer_latch);
-        if let Some(ms) = stepped_back {
+        lease_writer::wake(attempt_made.writer_latch);
+        if let Some(ms) = attempt_made.stepped_back {
             warn_clock_step(worker, ms);
         }
-        match outcome {
+        match attempt_made.outcome {
             Ok(first) => return first,
             Err(Refusal::NeedLease { .. }) => {
                 lease_writer::wait(worker, *waiting_since.get_or_insert_with(Instant::now))
             }
             Err(Refusal::Exhausted) => exhausted(worker),
         }
-        attempt = {
-            let mut shared = generators.exclusive();
-            let now = clock::now_ms();
-            let state = &mut shared.workers[worker as usize];
-            let stepped_back = state.observe_clock(now);
-            let outcome = state.reserve(now, n);
-            let writer_latch = if renewal_wanted(&outcome, state, now) {
-                shared.request_renewal()
-            } else {
-                0
-            };
-            (outcome, stepped_back, writer_latch)
-        };
+        attempt_made = attempt(generators, worker, n);
     }
 }
 

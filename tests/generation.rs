@@ -235,13 +235,7 @@ fn time_range_queries_use_the_primary_key_index() {
     let day = "SELECT count(*) FROM events
                WHERE id >= snowflake_min_id('2026-11-15 00:00+00')
                  AND id < snowflake_min_id('2026-11-16 00:00+00')";
-    let plan: Vec<String> = c
-        .query(&format!("EXPLAIN (COSTS OFF) {day}"), &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let plan = plan.join("\n");
+    let plan = explain(&mut c, "COSTS OFF", day);
     assert!(
         plan.contains("Index Only Scan using events_pkey")
             || plan.contains("Index Scan using events_pkey"),
@@ -301,16 +295,11 @@ fn parallel_workers_draw_from_the_same_counter() {
     )
     .unwrap();
     let query = "SELECT snowflake_nextval(8) AS id FROM big";
-    let plan: Vec<String> = c
-        .query(
-            &format!("EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) {query}"),
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let plan = plan.join("\n");
+    let plan = explain(
+        &mut c,
+        "ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF",
+        query,
+    );
     assert!(
         plan.contains("Gather") && plan.contains("Workers Launched: 2"),
         "no parallel plan:\n{plan}"

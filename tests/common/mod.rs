@@ -225,3 +225,14 @@ pub fn assert_strictly_increasing(ids: &[i64]) {
         );
     }
 }
+
+/// The plan of `sql`, one line per plan line, from `EXPLAIN (options)`.
+pub fn explain(client: &mut Client, options: &str, sql: &str) -> String {
+    let lines: Vec<String> = client
+        .query(&format!("EXPLAIN ({options}) {sql}"), &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    lines.join("\n")
+}
