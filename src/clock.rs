@@ -1,15 +1,42 @@
-//! The wall clock, read the way the generator needs it.
+//! The two clocks a worker reads, in the layout's time units: the wall clock, which ids carry,
+//! and the boot clock, which only moves forward at the real pace (see
+//! `snowflake_core::timekeeper` for why both).
 
-use crate::layout;
+use snowflake_core::layout::Layout;
+use snowflake_core::timekeeper::Readings;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Milliseconds since the snowflake epoch by the wall clock (`CLOCK_REALTIME`, which is what
-/// `faketime` moves in the tests). A clock before 1970 or before the epoch reads as the epoch.
+/// The wall clock (`CLOCK_REALTIME`, what `faketime` moves in the tests) in Unix milliseconds.
 #[inline]
-pub fn now_ms() -> u64 {
-    let unix_ms = match SystemTime::now().duration_since(UNIX_EPOCH) {
+pub fn unix_ms() -> i64 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
         Ok(d) => d.as_millis().min(i64::MAX as u128) as i64,
         Err(_) => 0,
+    }
+}
+
+/// The wall clock in time units since the layout's epoch.
+#[inline]
+pub fn wall(layout: &Layout) -> u64 {
+    layout.time_from_unix_ms(unix_ms())
+}
+
+/// Milliseconds since boot, suspend included (`CLOCK_BOOTTIME`; `faketime` leaves it alone).
+pub fn boot_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
-    layout::ms_from_unix_ms(unix_ms)
+    // SAFETY: clock_gettime writes one timespec into the valid one we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// Both clocks, read together.
+pub fn readings(layout: &Layout) -> Readings {
+    let boot = boot_ms() / layout.unit_ms as u64;
+    Readings {
+        wall: wall(layout),
+        boot,
+    }
 }

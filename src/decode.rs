@@ -1,27 +1,42 @@
-//! Taking ids apart and putting them together: `snowflake_decode`, `snowflake_timestamp`,
-//! `snowflake_worker`, `snowflake_sequence`, `snowflake_compose`, `snowflake_min_id`,
-//! `snowflake_max_id`.
+//! Taking ids apart and putting them together, in this server's layout (`snowflake.layout`):
+//! `snowflake_decode`, `snowflake_timestamp`, `snowflake_worker`, `snowflake_sequence`,
+//! `snowflake_compose`, `snowflake_min_id`, `snowflake_max_id`.
 //!
-//! All are IMMUTABLE, STRICT and PARALLEL SAFE: their result depends on their arguments alone.
-//! IMMUTABLE is what lets `WHERE id >= snowflake_min_id('2026-11-01')` be folded to a constant
-//! at planning time and answered by an index scan on the primary key.
+//! All are IMMUTABLE, STRICT and PARALLEL SAFE: their result depends on their arguments and on
+//! the layout, which is fixed when the server starts and cannot change under existing ids (it
+//! is persisted with the marks). IMMUTABLE is what lets `WHERE id >= snowflake_min_id('2026-11-01')`
+//! be folded to a constant at planning time and answered by an index scan on the primary key.
 
-use crate::errors;
-use crate::layout::{self, Parts};
+use crate::{errors, settings};
 use pgrx::prelude::*;
+use snowflake_core::layout::{Layout, Parts};
 
-fn parts(id: i64) -> Parts {
-    layout::decompose(id).unwrap_or_else(|e| errors::layout_error(e))
+pub fn parts(id: i64, layout: &Layout) -> Parts {
+    layout
+        .decompose(id)
+        .unwrap_or_else(|e| errors::layout_error(e, layout))
 }
 
-fn ms_of(ts: TimestampWithTimeZone) -> u64 {
-    layout::ms_from_pg_micros(ts.into()).unwrap_or_else(|e| errors::layout_error(e))
+pub fn time_of(ts: TimestampWithTimeZone, layout: &Layout) -> u64 {
+    layout
+        .time_from_pg_micros(ts.into())
+        .unwrap_or_else(|e| errors::layout_error(e, layout))
 }
 
-fn timestamp(ms: u64) -> TimestampWithTimeZone {
-    // Every millisecond of the layout (2025..2094) is a valid PostgreSQL timestamp.
-    TimestampWithTimeZone::try_from(layout::pg_micros_from_ms(ms))
+pub fn timestamp(time: u64, layout: &Layout) -> TimestampWithTimeZone {
+    // Every time of a layout (1970..2100 plus its span) that PostgreSQL can hold converts.
+    TimestampWithTimeZone::try_from(layout.pg_micros_from_time(time))
         .unwrap_or_else(|_| unreachable!("layout times are within PostgreSQL's range"))
+}
+
+pub fn compose(ts: TimestampWithTimeZone, worker: i32, seq: i32, layout: &Layout) -> i64 {
+    let worker = layout
+        .check_worker(worker as i64)
+        .unwrap_or_else(|e| errors::layout_error(e, layout));
+    let seq = layout
+        .check_seq(seq as i64)
+        .unwrap_or_else(|e| errors::layout_error(e, layout));
+    layout.compose(time_of(ts, layout), worker, seq)
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
@@ -35,38 +50,40 @@ fn snowflake_decode(
         name!(seq, i32),
     ),
 > {
-    let p = parts(id);
-    TableIterator::once((timestamp(p.ms), p.worker as i32, p.seq as i32))
+    let layout = settings::layout();
+    let p = parts(id, layout);
+    TableIterator::once((timestamp(p.time, layout), p.worker as i32, p.seq as i32))
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
-    timestamp(parts(id).ms)
+    let layout = settings::layout();
+    timestamp(parts(id, layout).time, layout)
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_worker(id: i64) -> i32 {
-    parts(id).worker as i32
+    parts(id, settings::layout()).worker as i32
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_sequence(id: i64) -> i32 {
-    parts(id).seq as i32
+    parts(id, settings::layout()).seq as i32
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_compose(ts: TimestampWithTimeZone, worker: i32, seq: i32) -> i64 {
-    let worker = layout::check_worker(worker as i64).unwrap_or_else(|e| errors::layout_error(e));
-    let seq = layout::check_seq(seq as i64).unwrap_or_else(|e| errors::layout_error(e));
-    layout::compose(ms_of(ts), worker, seq)
+    compose(ts, worker, seq, settings::layout())
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
 pub fn snowflake_min_id(ts: TimestampWithTimeZone) -> i64 {
-    layout::min_id(ms_of(ts))
+    let layout = settings::layout();
+    layout.min_id(time_of(ts, layout))
 }
 
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_max_id(ts: TimestampWithTimeZone) -> i64 {
-    layout::max_id(ms_of(ts))
+    let layout = settings::layout();
+    layout.max_id(time_of(ts, layout))
 }

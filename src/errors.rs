@@ -1,11 +1,15 @@
-//! Every error a user can cause, in one place: each has a SQLSTATE, a message that names the bad
-//! value and the allowed range, and a hint. They are raised as PostgreSQL `ERROR`s, which abort
+//! Every error and warning a user can meet, in one place: each error has a SQLSTATE, a message
+//! that names the bad value, and a hint. They are raised as PostgreSQL `ERROR`s, which abort
 //! the statement cleanly (no panic message, no backtrace, no crashed backend).
 
-use crate::layout::{self, LayoutError, MAX_SEQ, MAX_WORKER};
+use crate::settings;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_core::layout::{Layout, LayoutError};
+use snowflake_core::timekeeper::ClockEvent;
+
+use PgSqlErrorCode::*;
 
 /// Raises an `ERROR`. Never returns.
 pub fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: &str) -> ! {
@@ -17,11 +21,25 @@ pub fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint
     unreachable!("an ERROR report returns control to PostgreSQL")
 }
 
-/// Writes a `WARNING` (to the server log, and to the client).
+/// Writes a `WARNING` (to the server log, and to the client if there is one).
 pub fn warn(message: String, detail: &str) {
-    ErrorReport::new(PgSqlErrorCode::ERRCODE_WARNING, message, "snowflake_ext")
+    report(PgLogLevel::WARNING, message, detail);
+}
+
+/// Writes a `LOG` line to the server log.
+pub fn log(message: String, detail: &str) {
+    report(PgLogLevel::LOG, message, detail);
+}
+
+fn report(level: PgLogLevel, message: String, detail: &str) {
+    let code = if level == PgLogLevel::WARNING {
+        ERRCODE_WARNING
+    } else {
+        ERRCODE_SUCCESSFUL_COMPLETION
+    };
+    ErrorReport::new(code, message, "snowflake_ext")
         .set_detail(detail)
-        .report(PgLogLevel::WARNING);
+        .report(level);
 }
 
 /// Formats a PostgreSQL timestamp the way the session would print it, or as raw microseconds
@@ -35,43 +53,72 @@ fn show_timestamp(micros: i64) -> String {
     }
 }
 
-pub fn layout_error(err: LayoutError) -> ! {
-    use PgSqlErrorCode::*;
+/// A Unix millisecond as UTC text, for messages about a layout's range.
+pub fn show_unix_ms(unix_ms: i64) -> String {
+    show_timestamp((unix_ms - 946_684_800_000) * 1000)
+}
+
+/// The range of a layout, for messages.
+fn range_of(layout: &Layout) -> String {
+    format!(
+        "Ids of this layout ({layout}) count time from {} to {}.",
+        show_unix_ms(layout.epoch_unix_ms),
+        show_unix_ms(layout.last_unix_ms())
+    )
+}
+
+pub fn layout_error(err: LayoutError, layout: &Layout) -> ! {
     match err {
         LayoutError::WorkerOutOfRange(w) => raise(
             ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
             format!("snowflake worker id {w} is out of range"),
-            Some(format!("Worker ids are 10 bits: 0 to {MAX_WORKER}.")),
-            "Give each server, or each writer that must not collide, its own worker id between 0 and 1023.",
+            Some(format!(
+                "Worker ids are {} bits: 0 to {}.",
+                layout.worker_bits,
+                layout.max_worker()
+            )),
+            &format!(
+                "Give each server, or each writer that must not collide, its own worker id between 0 and {}.",
+                layout.max_worker()
+            ),
         ),
         LayoutError::SequenceOutOfRange(s) => raise(
             ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
             format!("snowflake sequence {s} is out of range"),
-            Some(format!("Sequence numbers are 12 bits: 0 to {MAX_SEQ}.")),
-            "Pass a sequence between 0 and 4095.",
+            Some(format!(
+                "Sequence numbers are {} bits: 0 to {}.",
+                layout.seq_bits,
+                layout.max_seq()
+            )),
+            &format!("Pass a sequence between 0 and {}.", layout.max_seq()),
         ),
         LayoutError::BeforeEpoch(micros) => raise(
             ERRCODE_DATETIME_FIELD_OVERFLOW,
             format!(
-                "timestamp {} is before the snowflake epoch 2025-01-01 00:00:00+00",
-                show_timestamp(micros)
+                "timestamp {} is before the snowflake epoch {}",
+                show_timestamp(micros),
+                show_unix_ms(layout.epoch_unix_ms)
             ),
-            Some("Snowflake ids count milliseconds from 2025-01-01 00:00:00 UTC to 2094-09-07 15:47:35.551 UTC.".into()),
+            Some(range_of(layout)),
             "Use a timestamp within the id layout's range; for an open-ended range query, compare with 0 instead.",
         ),
         LayoutError::AfterEnd(micros) => raise(
             ERRCODE_DATETIME_FIELD_OVERFLOW,
             format!(
-                "timestamp {} is after the end of the snowflake id layout, 2094-09-07 15:47:35.551+00",
-                show_timestamp(micros)
+                "timestamp {} is after the end of the snowflake id layout, {}",
+                show_timestamp(micros),
+                show_unix_ms(layout.last_unix_ms())
             ),
-            Some("Snowflake ids count milliseconds from 2025-01-01 00:00:00 UTC to 2094-09-07 15:47:35.551 UTC.".into()),
+            Some(range_of(layout)),
             "Use a timestamp within the id layout's range; for an open-ended range query, compare with 9223372036854775807 instead.",
         ),
         LayoutError::NegativeId(id) => raise(
             ERRCODE_INVALID_PARAMETER_VALUE,
             format!("{id} is not a snowflake id: snowflake ids are never negative"),
-            Some(format!("The largest snowflake id is {}.", layout::max_id(layout::MAX_TIME_MS))),
+            Some(format!(
+                "The largest snowflake id is {}.",
+                layout.max_id(layout.max_time())
+            )),
             "Pass an id made by snowflake_nextval() or snowflake_compose().",
         ),
     }
@@ -79,9 +126,128 @@ pub fn layout_error(err: LayoutError) -> ! {
 
 pub fn null_argument(what: &str, hint: &str) -> ! {
     raise(
-        PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        ERRCODE_NULL_VALUE_NOT_ALLOWED,
         format!("{what} must not be NULL"),
         None,
         hint,
     )
+}
+
+/// A generating function on a server in recovery.
+#[cold]
+pub fn in_recovery(worker: u32) -> ! {
+    raise(
+        ERRCODE_READ_ONLY_SQL_TRANSACTION,
+        format!("cannot mint snowflake ids of worker {worker} during recovery"),
+        Some(
+            "This server is a standby (or is recovering): the primary owns this worker id and \
+             is the only server that may mint its ids; a standby only replays the primary's \
+             high-water marks."
+                .into(),
+        ),
+        "Mint ids on the primary. Decoding functions work on a standby; after a promotion this \
+         server mints above every id the old primary issued.",
+    )
+}
+
+/// `snowflake_nextval()` with `snowflake.worker_id` unset.
+#[cold]
+pub fn worker_id_unset() -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake.worker_id is not set".into(),
+        Some("snowflake_nextval() without a worker takes its worker id from snowflake.worker_id, which is -1 (unset).".into()),
+        "Give this server a worker id no other server uses: ALTER SYSTEM SET snowflake.worker_id = 1; \
+         SELECT pg_reload_conf(); (or set it in postgresql.conf and reload).",
+    )
+}
+
+/// A batch larger than the max-ahead bound can ever hold.
+#[cold]
+pub fn batch_too_large(n: u64, worker: u32, capacity: u64) -> ! {
+    raise(
+        ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!("cannot reserve {n} snowflake ids of worker {worker} at once"),
+        Some(format!(
+            "snowflake.max_ahead = {} ms lets a worker's ids run at most that far ahead of the clock, which holds {capacity} ids.",
+            settings::MAX_AHEAD_MS.get()
+        )),
+        "Reserve fewer ids per call, or raise snowflake.max_ahead.",
+    )
+}
+
+#[cold]
+pub fn exhausted(worker: u32, layout: &Layout) -> ! {
+    raise(
+        ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+        format!(
+            "snowflake worker {worker} has reached the end of the id layout ({})",
+            show_unix_ms(layout.last_unix_ms())
+        ),
+        Some(format!(
+            "The system clock reads {}; {}",
+            show_unix_ms(crate::clock::unix_ms()),
+            range_of(layout)
+        )),
+        "Check the server's clock; if it is right, this layout's time range is used up.",
+    )
+}
+
+/// The marks are not there to issue below: the writer's state says why.
+#[cold]
+pub fn no_marks(worker: u32, why: String, hint: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("snowflake worker {worker} cannot mint ids: {why}"),
+        Some("No id is issued unless a high-water mark above it is durable in the snowflake_marks table; otherwise ids could repeat.".into()),
+        hint,
+    )
+}
+
+/// The warning for what a worker's clock check noticed, once per event.
+pub fn clock_event(worker: u32, event: ClockEvent, layout: &Layout) {
+    let ms = |units: u64| layout.ms_in_units(units);
+    match event {
+        ClockEvent::BehindMark { by } => warn(
+            format!(
+                "snowflake: the system clock is {} ms behind the persisted high-water mark of worker {worker}",
+                ms(by)
+            ),
+            "The worker continues from its mark, so its ids keep increasing, with time fields ahead of the \
+             clock until it catches up. The clock was set back while the server was down, or the marks came \
+             from a server whose clock ran ahead.",
+        ),
+        ClockEvent::SteppedBack { by } => warn(
+            format!("snowflake: the system clock stepped back by {} ms (seen by worker {worker})", ms(by)),
+            "Ids keep increasing: the worker continues from its last id, ahead of the clock, until the \
+             clock catches up. snowflake_stats counts the steps.",
+        ),
+        ClockEvent::JumpHeld { by } => warn(
+            format!("snowflake: the system clock jumped forward by {} ms (seen by worker {worker}); not followed yet", ms(by)),
+            &format!(
+                "A jump that lasts less than {} s is a glitch: until then ids keep the time the clock should \
+                 read, so a glitch never carries them into the future.",
+                snowflake_core::timekeeper::CONFIRM_MS / 1000
+            ),
+        ),
+        ClockEvent::JumpFollowed { by, after } => warn(
+            format!(
+                "snowflake: worker {worker} follows the system clock, which jumped forward by {} ms {} ms ago",
+                ms(by),
+                ms(after)
+            ),
+            &format!(
+                "If the jump was a mistake, fix the clock, then run SELECT snowflake_rewind({worker}); to bring \
+                 the worker's ids back to the right time (the ids issued since the jump stay unique)."
+            ),
+        ),
+        ClockEvent::JumpIgnored { by, after } => warn(
+            format!(
+                "snowflake: the system clock came back after jumping forward by {} ms for {} ms (seen by worker {worker}); ids did not follow it",
+                ms(by),
+                ms(after)
+            ),
+            "Nothing to do: the worker's ids kept the right time.",
+        ),
+    }
 }

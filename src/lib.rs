@@ -2,64 +2,109 @@
 //!
 //! Design
 //! ------
-//! An id is `0 | 41-bit milliseconds since 2025-01-01 | 10-bit worker | 12-bit sequence`
-//! (`layout.rs`). Each worker id has one counter of "ticks" (`time << 12 | sequence`) that only
-//! goes up: the next id takes `max(last + 1, now << 12)`. Overflowing a millisecond borrows the
-//! next one, and a clock stepping back leaves the counter running ahead of it, so a worker's ids
-//! are strictly increasing whatever the clock does, and nothing waits (`generator.rs`).
+//! An id is `0 | time | worker | sequence` in a bit layout (`snowflake_core::layout`; by
+//! default 41 bits of milliseconds since 2025-01-01, a 10-bit worker id, a 12-bit sequence).
+//! Each worker id has one counter of *ticks* (`time << 12 | sequence`) that only goes up: the
+//! next id takes `max(last + 1, clock << 12)`. Overflowing a millisecond borrows the next one,
+//! and a clock stepping back leaves the counter running ahead of it, so a worker's ids are
+//! strictly increasing whatever the clock does (`snowflake_core::generator`).
 //!
-//! The counters of all 1024 workers live in shared memory (`shmem.rs`), so every backend of the
-//! server shares them: state per backend would let two sessions mint the same id in the same
-//! millisecond. That needs the library in `shared_preload_libraries`; without it every function
-//! that generates ids raises a clear error instead.
+//! The counters of all workers live in shared memory (`shmem.rs`), one 128-byte slot each, so
+//! every backend of the server shares them: state per backend would let two sessions mint the
+//! same id in the same millisecond. That needs the library in `shared_preload_libraries`;
+//! without it every generating function raises a clear error instead, and loading it without
+//! preloading (as `pg_upgrade --check` does) is harmless.
 //!
-//! Shared memory does not survive a restart, so each worker may only issue ids below a lease, a
-//! high-water mark that a background worker, the lease writer, has already fsynced to a file in
-//! the data directory; after any restart, clean or a crash, each worker continues above its mark
-//! whatever the clock says (`lease.rs`, `lease_writer.rs`).
+//! Durability: the high-water mark
+//! -------------------------------
+//! Shared memory is lost when the server stops, and the server that continues the ids (this
+//! one after a restart, a promoted standby, a restored backup, a pg_upgrade'd cluster) may
+//! have a clock behind the last id issued. So every worker may only issue ids below its
+//! *mark*, a high-water mark that is durable before any id below it is handed out; after any
+//! of those events the worker continues above its mark, whatever the clock says.
 //!
-//! Locking protocol
-//! ----------------
-//! One LWLock protects the array. A backend takes it exclusively, reads the clock, updates one
-//! worker's state and releases it: the clock is read under the lock so that the readings of all
-//! backends are ordered, and a clock stepping back is told apart from a slow backend. Nothing
-//! that can sleep, wait or raise an `ERROR` runs under the lock; warnings are written and errors
-//! raised after it is released. `snowflake_stats` takes it in shared mode to copy the counters.
-//! The lease writer takes it to read what needs persisting and again to raise the leases once
-//! the file is on disk, never across the write; a backend that must wait for a lease releases it
-//! and waits on its latch, checking for interrupts (`lease_writer.rs`).
+//! The marks are rows of a table (`marks_table.rs`), written by a background worker, the mark
+//! writer (`writer.rs`, rules in `snowflake_core::marks`), in its own transactions. A relation
+//! is what PostgreSQL already carries everywhere a sequence goes: its changes travel in WAL, so
+//! a streaming standby replays them, a promoted standby and a base backup restored with WAL
+//! (PITR) continue above what they replayed, and pg_upgrade copies the table like any other.
+//! The alternatives were weighed: a file in the data directory (0.1.0) is carried by none of
+//! those; a custom WAL resource manager needs PostgreSQL 15 or later, one of 128 ids that must
+//! be registered, a checkpoint-time file it cannot hook, and is still not carried by
+//! pg_upgrade; sequence-style logging per id would put WAL on the hot path. The mark writer
+//! commits with `synchronous_commit = on`: with synchronous replication a mark is on the
+//! standby before any id below it is issued, which is stronger than a sequence, whose values
+//! can be handed out before their WAL is flushed.
+//!
+//! Marks reach two seconds ahead of each worker and are raised in the background once half of
+//! that is used, so backends never touch the disk while ids flow at any ordinary rate. A
+//! server in recovery has no mark writer and mints nothing: every generating function raises
+//! SQLSTATE 25006 there. When the persisted marks are missing or doubtful (the table dropped
+//! or replaced, the wrong `snowflake.database`, a damaged token file, another layout), the mark
+//! writer refuses to mint until a superuser restores them (`snowflake_core::startup`,
+//! `admin.rs`); only a first start, with no marks ever written, starts from the clock.
+//!
+//! Protocol between backends and the mark writer
+//! ----------------------------------------------
+//! The fast path (`Slot::try_issue`) takes no lock: it reads the slot's word (the last tick),
+//! its mark and its clock limits, and moves the word with one compare-and-swap. The slow path
+//! (`nextval.rs`) takes the control LWLock only to run the clock check and the same
+//! reservation with every limit told apart; it never waits or raises an error while holding
+//! it. A backend that needs a mark records what it needs in the slot, wakes the writer, and
+//! sleeps on a condition variable the writer broadcasts once the new marks are durable; one
+//! that would run more than `snowflake.max_ahead` past the clock sleeps on its latch. Both
+//! waits check for interrupts. The writer raises a mark in shared memory only after its
+//! transaction committed. To stop issuing (a clean stop, an administrator's change) the
+//! writer sets the word's closed bit, which makes every compare-and-swap from an open word
+//! fail, so nothing is issued past the value it read.
 //!
 //! Files
 //! -----
-//! Pure Rust, unit-tested without a server: `layout.rs` (bit arithmetic), `generator.rs` (the
-//! state machine, driven by a clock value passed in), `lease.rs` (persistence rules and the
-//! file format). PostgreSQL glue: `shmem.rs`, `lease_writer.rs` (the background worker),
-//! `settings.rs` (GUCs), `clock.rs`, `errors.rs` (every user-facing error), and the SQL
-//! functions in `nextval.rs`, `decode.rs` and `stats.rs`.
+//! Pure Rust, unit-tested without a server, in the `snowflake_core` crate: `layout`,
+//! `timekeeper` (clock steps and jumps), `generator` (a worker's slot and the issuing
+//! protocol), `marks` (the writer's rules), `startup` (load, start afresh or refuse), `token`
+//! and `legacy` (file formats). PostgreSQL glue here: `shmem.rs`, `control.rs` (the writer's
+//! state and mailbox), `writer.rs`, `marks_table.rs`, `token_file.rs`, `wait.rs`, `clock.rs`,
+//! `settings.rs` (GUCs), `errors.rs` (every user-facing error), and the SQL functions in
+//! `nextval.rs`, `lastval.rs`, `decode.rs`, `stats.rs`, `admin.rs`, `adopt.rs` and `compat.rs`.
 
 use pgrx::prelude::*;
 
+pub mod admin;
 pub mod adopt;
 pub mod clock;
+pub mod compat;
+pub mod control;
 pub mod decode;
 pub mod errors;
-pub mod generator;
-pub mod layout;
-pub mod lease;
-pub mod lease_writer;
+pub mod lastval;
+pub mod marks_table;
 pub mod nextval;
 pub mod settings;
 pub mod shmem;
 pub mod stats;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
+pub mod token_file;
+pub mod wait;
+pub mod writer;
 
 ::pgrx::pg_module_magic!(name, version);
 
+/// Defines the settings; when preloading, also asks for shared memory and registers the mark
+/// writer. Nothing here raises an error when the library is loaded without preloading.
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
-    settings::define();
-    shmem::init();
+    // SAFETY: a plain read of a flag PostgreSQL sets while it loads shared_preload_libraries.
+    let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
+    if preloading {
+        shmem::mark_preloaded();
+    }
+    settings::define(preloading);
+    if preloading {
+        shmem::request();
+        writer::register();
+    }
 }
 
 /// This module is required by `cargo pgrx test` invocations.
@@ -72,6 +117,7 @@ pub mod pg_test {
         vec![
             "shared_preload_libraries = 'snowflake_ext'",
             "snowflake.worker_id = 7",
+            "snowflake.database = 'postgres'",
         ]
     }
 }

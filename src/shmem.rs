@@ -1,81 +1,257 @@
-//! Shared memory: the state of every worker id, in one array under one LWLock.
+//! Shared memory: one segment with the generator's parameters, the mark writer's control
+//! block under one LWLock, a condition variable the writer broadcasts on, and one slot per
+//! worker id (`snowflake_core::generator::Slot`, 128-byte aligned, so two workers never share
+//! a cache line).
 //!
-//! The array is allocated when the postmaster starts (which is why the library must be in
-//! `shared_preload_libraries`) and inherited by every backend, so all sessions of a server draw
-//! from the same counters. One lock for all 1024 workers is enough: it is held for a clock read
-//! and a few integer operations, tens of nanoseconds, far less than anything else a statement does.
+//! The segment is allocated when the postmaster starts (which is why the library must be in
+//! `shared_preload_libraries`), and again after a crash of any backend; every backend inherits
+//! it, so all sessions of a server draw from the same slots.
 
+use crate::control::Control;
 use crate::errors;
-use crate::generator::Worker;
-use crate::layout::WORKERS;
 use pgrx::prelude::*;
-use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock, PgSqlErrorCode};
+use pgrx::PgSqlErrorCode;
+use snowflake_core::generator::{Params, Slot};
+use std::cell::UnsafeCell;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
 
-#[derive(Clone, Copy)]
+const NAME: &CStr = c"snowflake_ext";
+
 #[repr(C)]
-pub struct Generators {
-    pub workers: [Worker; WORKERS],
-    /// Set by a backend that wants a lease renewed, cleared by the lease writer when it takes
-    /// the request (see `lease_writer.rs`).
-    pub renewal_requested: bool,
-    /// The lease writer's latch, 0 while it is not running.
-    pub writer_latch: usize,
-    /// The generation of the newest lease file.
-    pub generation: u64,
+pub struct Shared {
+    pub params: Params,
+    lock: *mut pg_sys::LWLock,
+    cv: UnsafeCell<pg_sys::ConditionVariable>,
+    /// Set by a backend that wants the mark writer to look at the slots, cleared by the
+    /// writer when it does (see `writer.rs`).
+    pub renewal_requested: AtomicBool,
+    /// The mark writer's latch, 0 while it is not running.
+    pub writer_latch: AtomicUsize,
+    control: UnsafeCell<Control>,
+    workers: usize,
 }
 
-impl Generators {
-    /// Notes that a lease needs renewing. Returns the writer's latch to set once the lock is
-    /// released, unless an earlier request is still pending (then the writer is already awake).
+/// Where the slots start, from the start of the segment.
+const SLOTS_OFFSET: usize = std::mem::size_of::<Shared>().next_multiple_of(128);
+
+fn segment_size(workers: usize) -> usize {
+    SLOTS_OFFSET + workers * std::mem::size_of::<Slot>()
+}
+
+/// Set in the postmaster when the segment is created, inherited by every backend.
+static SHARED: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
+/// Whether this process runs with the library preloaded.
+static PRELOADED: AtomicBool = AtomicBool::new(false);
+
+static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
+
+/// Notes that the library is being preloaded; called first thing in `_PG_init`.
+pub fn mark_preloaded() {
+    PRELOADED.store(true, Relaxed);
+}
+
+/// Asks for the segment and its lock. Called from `_PG_init` while preloading only.
+pub fn request() {
+    // SAFETY: _PG_init runs once, in the postmaster, before any other process exists; the
+    // hooks are PostgreSQL's documented extension points, and we chain to the previous ones.
+    unsafe {
+        #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+        {
+            PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
+            pg_sys::shmem_request_hook = Some(on_shmem_request);
+        }
+        #[cfg(any(feature = "pg13", feature = "pg14"))]
+        request_space();
+        PREV_SHMEM_STARTUP_HOOK = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(on_shmem_startup);
+    }
+}
+
+/// SAFETY: only during shared memory sizing (the request hook, or _PG_init before 15).
+unsafe fn request_space() {
+    let layout = crate::settings::layout();
+    if let Err(e) = layout.check_generation() {
+        errors::raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("snowflake.layout = '{layout}' cannot be generated with: {e}"),
+            None,
+            "Choose a layout of at most 63 bits with at most 16 worker bits for snowflake.layout; \
+             other layouts can still be decoded with the functions that take a layout name.",
+        );
+    }
+    let workers = layout.workers();
+    // SAFETY: called at the one time PostgreSQL accepts these requests.
+    unsafe {
+        pg_sys::RequestAddinShmemSpace(segment_size(workers));
+        pg_sys::RequestNamedLWLockTranche(NAME.as_ptr(), 1);
+    }
+}
+
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+#[pg_guard]
+unsafe extern "C-unwind" fn on_shmem_request() {
+    // SAFETY: chaining to the hook that was installed before ours, as PostgreSQL requires.
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_REQUEST_HOOK {
+            prev();
+        }
+        request_space();
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn on_shmem_startup() {
+    // SAFETY: the startup hook runs in the postmaster (and after a crash, again) while no
+    // other process touches the segment; AddinShmemInitLock is PostgreSQL's lock for exactly
+    // this, and ShmemInitStruct returns memory of the size we requested, 128-byte aligned.
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_STARTUP_HOOK {
+            prev();
+        }
+        let params = Params::new(*crate::settings::layout());
+        let workers = params.layout.workers();
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let base = pg_sys::ShmemInitStruct(NAME.as_ptr(), segment_size(workers), &mut found);
+        let shared = base.cast::<Shared>();
+        if !found {
+            shared.write(Shared {
+                params,
+                lock: &raw mut (*pg_sys::GetNamedLWLockTranche(NAME.as_ptr())).lock,
+                cv: UnsafeCell::new(std::mem::zeroed()),
+                renewal_requested: AtomicBool::new(false),
+                writer_latch: AtomicUsize::new(0),
+                control: UnsafeCell::new(Control::default()),
+                workers,
+            });
+            pg_sys::ConditionVariableInit((*shared).cv.get());
+            let slots = base.cast::<u8>().add(SLOTS_OFFSET).cast::<Slot>();
+            for i in 0..workers {
+                slots.add(i).write(Slot::default());
+            }
+        }
+        SHARED.store(shared, Release);
+        pg_sys::LWLockRelease(init_lock);
+    }
+}
+
+pub fn is_preloaded() -> bool {
+    PRELOADED.load(Relaxed)
+}
+
+/// The shared state, or a clear `ERROR` when the library was not preloaded.
+#[inline]
+pub fn shared() -> &'static Shared {
+    let shared = SHARED.load(Acquire);
+    if shared.is_null() {
+        not_preloaded();
+    }
+    // SAFETY: set once the segment is initialised, and the segment lives as long as the
+    // process.
+    unsafe { &*shared }
+}
+
+impl Shared {
     #[inline]
-    pub fn request_renewal(&mut self) -> usize {
-        if std::mem::replace(&mut self.renewal_requested, true) {
-            0
-        } else {
-            self.writer_latch
+    pub fn slots(&self) -> &[Slot] {
+        // SAFETY: the segment was allocated with `workers` slots right after the header, at
+        // a 128-byte aligned offset, and initialised before SHARED was set.
+        unsafe {
+            let base = (self as *const Shared).cast::<u8>().add(SLOTS_OFFSET);
+            std::slice::from_raw_parts(base.cast::<Slot>(), self.workers)
+        }
+    }
+
+    #[inline]
+    pub fn slot(&self, worker: u32) -> &Slot {
+        &self.slots()[worker as usize]
+    }
+
+    /// Takes the control lock. Nothing may wait, do I/O or raise an ERROR while it is held.
+    pub fn control(&self) -> ControlGuard<'_> {
+        // SAFETY: the lock was allocated from our named tranche for this segment.
+        unsafe { pg_sys::LWLockAcquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+        ControlGuard { shared: self }
+    }
+
+    pub fn cv(&self) -> *mut pg_sys::ConditionVariable {
+        self.cv.get()
+    }
+
+    /// Wakes every backend waiting on the condition variable.
+    pub fn broadcast(&self) {
+        // SAFETY: the condition variable was initialised with the segment.
+        unsafe { pg_sys::ConditionVariableBroadcast(self.cv.get()) };
+    }
+
+    /// Asks the mark writer to look at the slots, waking it unless a request is pending.
+    #[inline]
+    pub fn request_renewal(&self) {
+        if !self.renewal_requested.load(Relaxed) && !self.renewal_requested.swap(true, AcqRel) {
+            let latch = self.writer_latch.load(Acquire);
+            if latch != 0 {
+                // SAFETY: the writer's latch lives in its PGPROC, in shared memory, for as long
+                // as the writer runs; it clears `writer_latch` before it exits.
+                unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
+            }
         }
     }
 }
 
-unsafe impl PGRXSharedMemory for Generators {}
-
-static GENERATORS: PgLwLock<Generators> = unsafe { PgLwLock::new(c"snowflake_ext") };
-
-/// Whether this process inherited the shared memory, i.e. the library was preloaded. Set once in
-/// the postmaster's `_PG_init` and copied into every backend by `fork`.
-static PRELOADED: AtomicBool = AtomicBool::new(false);
-
-/// Requests the shared memory and the LWLock, and registers the lease writer. Called from
-/// `_PG_init`; does nothing unless the library is being loaded through
-/// `shared_preload_libraries`.
-pub fn init() {
-    if unsafe { !pg_sys::process_shared_preload_libraries_in_progress } {
-        return;
+impl Shared {
+    /// Wakes the mark writer whether or not a request is pending.
+    pub fn wake_writer(&self) {
+        self.renewal_requested.store(true, Release);
+        let latch = self.writer_latch.load(Acquire);
+        if latch != 0 {
+            // SAFETY: as in `request_renewal`.
+            unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
+        }
     }
-    // The expression is evaluated in the postmaster each time shared memory is (re)created:
-    // at start-up and after a crash of any backend.
-    pg_shmem_init!(GENERATORS = crate::lease_writer::startup_state());
-    crate::lease_writer::register();
-    PRELOADED.store(true, Ordering::Relaxed);
 }
 
-pub fn is_preloaded() -> bool {
-    PRELOADED.load(Ordering::Relaxed)
+/// The control block, held under the control lock.
+pub struct ControlGuard<'a> {
+    shared: &'a Shared,
 }
 
-/// The generator states, or a clear `ERROR` when the library was not preloaded.
-#[inline]
-pub fn generators() -> &'static PgLwLock<Generators> {
-    if !is_preloaded() {
-        not_preloaded();
+impl std::ops::Deref for ControlGuard<'_> {
+    type Target = Control;
+    fn deref(&self) -> &Control {
+        // SAFETY: the lock is held exclusively for the guard's life.
+        unsafe { &*self.shared.control.get() }
     }
-    &GENERATORS
+}
+
+impl std::ops::DerefMut for ControlGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Control {
+        // SAFETY: the lock is held exclusively for the guard's life.
+        unsafe { &mut *self.shared.control.get() }
+    }
+}
+
+impl Drop for ControlGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: we hold the lock. An ERROR unwinding through here has already released every
+        // LWLock (and reset the holdoff count), so release only when that is not the case, as
+        // pgrx's own guards do.
+        unsafe {
+            if pg_sys::InterruptHoldoffCount > 0 {
+                pg_sys::LWLockRelease(self.shared.lock);
+            }
+        }
+    }
 }
 
 #[cold]
 fn not_preloaded() -> ! {
+    // SAFETY: GetConfigOption returns NULL or a NUL-terminated string valid until the next
+    // configuration change; we copy it at once.
     let current = unsafe {
         let value = pg_sys::GetConfigOption(c"shared_preload_libraries".as_ptr(), true, false);
         if value.is_null() {

@@ -1,15 +1,62 @@
-//! `snowflake_stats`: what each worker has done since the server started.
+//! `snowflake_stats`: what each worker has done since the server started, and its persisted
+//! mark.
 
-use crate::generator::Worker;
-use crate::layout::{self, TICK_LIMIT};
-use crate::{clock, shmem};
+use crate::shmem;
 use pgrx::prelude::*;
+use snowflake_core::generator::Slot;
+use std::sync::atomic::Ordering::*;
 
-/// One row per worker that issued ids since the server started. VOLATILE: it reads counters
-/// that other sessions move.
+/// One worker's figures, as both the current and the 0.1.0 form of `snowflake_stats` show them.
+pub struct Figures {
+    pub worker: i32,
+    pub issued: i64,
+    pub last_id: i64,
+    pub ahead_ms: i64,
+    pub clock_steps_back: i64,
+    pub clock_jumps: i64,
+    pub borrowed_ms: i64,
+    pub persisted_mark: Option<i64>,
+    pub rewindable: bool,
+}
+
+/// The figures of every worker that issued ids since the server started or has a mark.
+pub fn figures() -> Vec<Figures> {
+    let shared = shmem::shared();
+    let p = &shared.params;
+    let layout = &p.layout;
+    let now = crate::clock::wall(layout);
+    let ms = |units: u64| layout.ms_in_units(units) as i64;
+    shared
+        .slots()
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.issued.load(Relaxed) > 0 || s.mark.load(Relaxed) > 0)
+        .map(|(w, s): (usize, &Slot)| {
+            let worker = w as u32;
+            let last = s.last();
+            let mark = s.mark.load(Acquire);
+            Figures {
+                worker: w as i32,
+                issued: s.issued.load(Relaxed) as i64,
+                last_id: layout.id_from_tick(last.min(p.tick_limit - 1), worker),
+                ahead_ms: ms((last >> p.seq_bits).saturating_sub(now)),
+                clock_steps_back: s.steps_back.load(Relaxed) as i64,
+                clock_jumps: s.jumps.load(Relaxed) as i64,
+                borrowed_ms: ms(s.borrowed.load(Relaxed)),
+                // Every id issued is below this one, which is durable.
+                persisted_mark: (mark > 0)
+                    .then(|| layout.id_from_tick(mark.min(p.tick_limit), worker)),
+                rewindable: s.jump_from.load(Relaxed) != 0,
+            }
+        })
+        .collect()
+}
+
+/// VOLATILE: it reads counters that other sessions move. Readable by superusers and members
+/// of pg_monitor (see the extension's grants).
 #[allow(clippy::type_complexity)]
-#[pg_extern(volatile, parallel_safe)]
-fn snowflake_stats() -> TableIterator<
+#[pg_extern(volatile, parallel_safe, name = "snowflake_stats")]
+fn snowflake_worker_stats() -> TableIterator<
     'static,
     (
         name!(worker, i32),
@@ -17,39 +64,70 @@ fn snowflake_stats() -> TableIterator<
         name!(last_id, i64),
         name!(ahead_ms, i64),
         name!(clock_steps_back, i64),
+        name!(clock_jumps, i64),
         name!(borrowed_ms, i64),
         name!(persisted_mark, Option<i64>),
+        name!(rewindable, bool),
     ),
 > {
-    let mut active: Vec<(u16, Worker)> = Vec::new();
-    {
-        let shared = shmem::generators().share();
-        for (worker, state) in shared.workers.iter().enumerate() {
-            if state.issued > 0 {
-                active.push((worker as u16, *state));
-            }
-        }
-    }
-    let now = clock::now_ms();
-    TableIterator::new(active.into_iter().map(move |(worker, w)| {
+    TableIterator::new(figures().into_iter().map(|f| {
         (
-            worker as i32,
-            w.issued as i64,
-            layout::id_from_tick(w.last, worker),
-            w.ahead_ms(now) as i64,
-            w.clock_steps_back as i64,
-            w.borrowed_ms as i64,
-            // Ids below this one are covered by the high-water mark on disk.
-            (w.lease < TICK_LIMIT).then(|| layout::id_from_tick(w.lease, worker)),
+            f.worker,
+            f.issued,
+            f.last_id,
+            f.ahead_ms,
+            f.clock_steps_back,
+            f.clock_jumps,
+            f.borrowed_ms,
+            f.persisted_mark,
+            f.rewindable,
         )
     }))
+}
+
+/// The mark writer's state: `ready`, `starting`, or `in doubt` (nothing is minted until a
+/// superuser restores the marks), with the marks database and the reason.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_status() -> TableIterator<
+    'static,
+    (
+        name!(state, String),
+        name!(marks_database, String),
+        name!(detail, Option<String>),
+    ),
+> {
+    use crate::control::State;
+    let shared = shmem::shared();
+    let (state, why, failure) = {
+        let control = shared.control();
+        (
+            control.state,
+            control.why.get(),
+            control.failing.then(|| control.failure.get()),
+        )
+    };
+    // SAFETY: a plain query of the server's recovery state.
+    let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
+    let (state, detail) = match state {
+        _ if in_recovery => (
+            "standby",
+            Some("in recovery: the primary mints; this server replays its marks".to_string()),
+        ),
+        State::Ready => (
+            "ready",
+            failure.map(|f| format!("persisting marks fails: {f}")),
+        ),
+        State::Starting => ("starting", failure.or((!why.is_empty()).then_some(why))),
+        State::InDoubt => ("in doubt", Some(why)),
+    };
+    TableIterator::once((state.to_string(), crate::settings::database(), detail))
 }
 
 pgrx::extension_sql!(
     r#"
 CREATE VIEW snowflake_stats AS SELECT * FROM snowflake_stats();
-COMMENT ON VIEW snowflake_stats IS 'Per worker id: ids issued since the server started, the last id, how far the time field runs ahead of the clock, clock steps back seen, milliseconds borrowed on overflow, and the persisted high-water mark.';
+COMMENT ON VIEW snowflake_stats IS 'Per worker id: ids issued since the server started, the last id, how far the time field runs ahead of the clock, clock steps back and forward jumps seen, time borrowed on overflow, the persisted high-water mark, and whether a followed forward jump can be rewound.';
 "#,
     name = "snowflake_stats_view",
-    requires = [snowflake_stats]
+    requires = [snowflake_worker_stats]
 );

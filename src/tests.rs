@@ -136,12 +136,67 @@ mod tests {
         );
         assert_eq!(
             declared,
-            "snowflake_adopt/3:vufalse snowflake_compose/3:istrue snowflake_decode/1:istrue snowflake_max_id/1:istrue \
+            "snowflake_adopt/3:vufalse snowflake_compose/3:istrue snowflake_decode/1:istrue \
+             snowflake_lastval/0:vrtrue snowflake_max_id/1:istrue \
              snowflake_min_id/1:istrue snowflake_nextval/0:vstrue snowflake_nextval/1:vsfalse \
-             snowflake_nextval_batch/2:vsfalse snowflake_sequence/1:istrue \
-             snowflake_stats/0:vstrue snowflake_timestamp/1:istrue snowflake_worker/1:istrue \
-             snowflake_worker_id/0:sstrue"
+             snowflake_nextval_batch/1:vsfalse snowflake_nextval_batch/2:vsfalse \
+             snowflake_restore_mark/1:vufalse snowflake_restore_mark/1:vufalse snowflake_restore_mark/2:vufalse \
+             snowflake_rewind/1:vufalse snowflake_sequence/1:istrue \
+             snowflake_stats/0:vstrue snowflake_status/0:vstrue snowflake_timestamp/1:istrue \
+             snowflake_worker/1:istrue snowflake_worker_id/0:sstrue"
         );
+    }
+
+    #[pg_test]
+    fn lastval_is_the_last_id_this_session_minted() {
+        let id: i64 = one("SELECT snowflake_nextval(4)");
+        assert_eq!(one::<i64>("SELECT snowflake_lastval()"), id);
+        let last: i64 = one("SELECT max(x) FROM snowflake_nextval_batch(5, 10) x");
+        assert_eq!(one::<i64>("SELECT snowflake_lastval()"), last);
+        let configured: i64 = one("SELECT snowflake_nextval()");
+        assert_eq!(one::<i64>("SELECT snowflake_lastval()"), configured);
+    }
+
+    #[pg_test]
+    fn a_batch_of_the_configured_worker() {
+        let ids: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT * FROM snowflake_nextval_batch(100)", None, &[])
+                .unwrap()
+                .map(|row| row.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        assert_eq!(ids.len(), 100);
+        assert!(ids
+            .windows(2)
+            .all(|w| w[0] < w[1] && w[1] >> 12 & 1023 == 7));
+    }
+
+    #[pg_test]
+    fn the_mark_writer_is_ready_and_persists_marks_above_every_id() {
+        assert_eq!(
+            one::<String>("SELECT state FROM snowflake_status()"),
+            "ready"
+        );
+        let id: i64 = one("SELECT snowflake_nextval(11)");
+        let mark: i64 = one("SELECT persisted_mark FROM snowflake_stats WHERE worker = 11");
+        assert!(mark > id, "mark {mark} does not cover {id}");
+    }
+
+    #[pg_test]
+    fn a_restored_mark_holds_every_new_id_above_it() {
+        let far: i64 = one("SELECT snowflake_compose(now() + interval '1 hour', 0, 0)");
+        let next: i64 = one(&format!("SELECT snowflake_restore_mark(12, {far})"));
+        assert!(next > far);
+        let id: i64 = one("SELECT snowflake_nextval(12)");
+        assert!(id > far, "{id} is not above the restored {far}");
+    }
+
+    #[pg_test(
+        error = "snowflake worker 13 has followed no forward clock jump since it was last rewound"
+    )]
+    fn rewind_without_a_jump() {
+        Spi::run("SELECT snowflake_nextval(13)").unwrap();
+        Spi::run("SELECT * FROM snowflake_rewind(13)").unwrap();
     }
 
     #[pg_test(error = "snowflake worker id 1024 is out of range")]

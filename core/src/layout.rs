@@ -1,0 +1,718 @@
+//! The bit layout of an id, and nothing else: pure arithmetic, no I/O, no PostgreSQL.
+//!
+//! The default layout, the one this server generates unless `snowflake.layout` says otherwise:
+//!
+//! ```text
+//!  63 62                                      22 21          12 11            0
+//! +--+------------------------------------------+--------------+--------------+
+//! | 0|  time: milliseconds since 2025-01-01 UTC  |  worker id   |   sequence   |
+//! |  |                41 bits                   |   10 bits    |   12 bits    |
+//! +--+------------------------------------------+--------------+--------------+
+//! ```
+//!
+//! A [`Layout`] is a value: an epoch, a time unit, three bit widths and the order of the two
+//! low fields. The other systems' layouts (`twitter`, `discord`, `instagram`, `sonyflake`,
+//! `pgedge`) are presets of it, and a custom one is parsed from a short text
+//! ([`Layout::parse`]). Every number that describes a layout lives in this file.
+//!
+//! Ids are positive `bigint`s. Ordered by value they are ordered by time first, so a B-tree on
+//! them is filled at its right edge.
+//!
+//! The generator does not count time and sequence separately: it counts *ticks*, the number
+//! `time << sequence_bits | sequence` (see `generator.rs`). Counting ticks is what lets a worker
+//! issue more ids in one time unit than the sequence holds (the tick carries into the time
+//! field, "borrowing" the next unit) and keep going when the clock steps back. A tick and a
+//! worker id make an id, whatever the order of the two low fields, and for one worker a larger
+//! tick always makes a larger id.
+
+use std::fmt;
+
+/// Where the worker field sits relative to the sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// `time | worker | sequence`: Twitter, Discord, Instagram, pgEdge and this extension.
+    WorkerSequence,
+    /// `time | sequence | worker`: Sonyflake.
+    SequenceWorker,
+}
+
+/// A bit layout. Construct it with [`Layout::new`] (checked), a preset, or [`Layout::parse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// The instant time 0 stands for, in milliseconds since the Unix epoch.
+    pub epoch_unix_ms: i64,
+    /// Milliseconds per time unit (1 for most layouts, 10 for Sonyflake).
+    pub unit_ms: u32,
+    pub time_bits: u32,
+    pub worker_bits: u32,
+    pub seq_bits: u32,
+    pub order: Order,
+}
+
+/// The three fields of an id. `time` is in the layout's units since its epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    pub time: u64,
+    pub worker: u32,
+    pub seq: u32,
+}
+
+/// What a value outside a layout is. The SQL layer turns each into an ERROR with its SQLSTATE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutError {
+    WorkerOutOfRange(i64),
+    SequenceOutOfRange(i64),
+    /// A time before the epoch, in PostgreSQL microseconds.
+    BeforeEpoch(i64),
+    /// A time after the layout's last unit, in PostgreSQL microseconds.
+    AfterEnd(i64),
+    NegativeId(i64),
+}
+
+/// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
+const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
+
+/// 9999-12-31 23:59:59.999 UTC: no layout may count time beyond it.
+const LAST_SUPPORTED_UNIX_MS: i64 = 253_402_300_799_999;
+
+/// Generation keeps one slot of shared memory per worker id; 16 bits (Sonyflake's 65,536
+/// machines) is the most it allocates.
+pub const MAX_GENERATION_WORKER_BITS: u32 = 16;
+
+impl Layout {
+    /// This extension's layout: 41 bits of milliseconds since 2025-01-01 UTC, 10-bit worker,
+    /// 12-bit sequence. It lasts until 2094-09-07 15:47:35.551 UTC.
+    pub const SNOWFLAKE: Layout = Layout {
+        epoch_unix_ms: 1_735_689_600_000,
+        unit_ms: 1,
+        time_bits: 41,
+        worker_bits: 10,
+        seq_bits: 12,
+        order: Order::WorkerSequence,
+    };
+    /// Twitter's original: 41 bits of ms since 2010-11-04 01:42:54.657 UTC, 10-bit machine
+    /// (datacenter and worker), 12-bit sequence.
+    pub const TWITTER: Layout = Layout {
+        epoch_unix_ms: 1_288_834_974_657,
+        ..Layout::SNOWFLAKE
+    };
+    /// Discord: 42 bits of ms since 2015-01-01 UTC, 10 bits of worker and process, 12-bit
+    /// increment. The 64th bit is time, so ids after 2154 would not fit a `bigint`.
+    pub const DISCORD: Layout = Layout {
+        epoch_unix_ms: 1_420_070_400_000,
+        time_bits: 42,
+        ..Layout::SNOWFLAKE
+    };
+    /// Instagram's PL/pgSQL `next_id()`: 41 bits of ms since 2011-08-24 21:07:01.721 UTC,
+    /// 13-bit shard, 10-bit sequence (all 64 bits).
+    pub const INSTAGRAM: Layout = Layout {
+        epoch_unix_ms: 1_314_220_021_721,
+        unit_ms: 1,
+        time_bits: 41,
+        worker_bits: 13,
+        seq_bits: 10,
+        order: Order::WorkerSequence,
+    };
+    /// Sonyflake: 39 bits of 10 ms units since 2014-09-01 UTC, 8-bit sequence, then a 16-bit
+    /// machine id in the low bits.
+    pub const SONYFLAKE: Layout = Layout {
+        epoch_unix_ms: 1_409_529_600_000,
+        unit_ms: 10,
+        time_bits: 39,
+        worker_bits: 16,
+        seq_bits: 8,
+        order: Order::SequenceWorker,
+    };
+    /// pgEdge's snowflake: our bits, epoch 2023-01-01 UTC.
+    pub const PGEDGE: Layout = Layout {
+        epoch_unix_ms: 1_672_531_200_000,
+        ..Layout::SNOWFLAKE
+    };
+
+    /// The presets, by the names SQL functions and `snowflake.layout` accept.
+    pub const PRESETS: [(&'static str, Layout); 6] = [
+        ("snowflake", Layout::SNOWFLAKE),
+        ("twitter", Layout::TWITTER),
+        ("discord", Layout::DISCORD),
+        ("instagram", Layout::INSTAGRAM),
+        ("sonyflake", Layout::SONYFLAKE),
+        ("pgedge", Layout::PGEDGE),
+    ];
+
+    /// A checked layout: the three fields fit 64 bits, none is empty where it must not be,
+    /// and the epoch and unit make sense.
+    pub fn new(
+        epoch_unix_ms: i64,
+        unit_ms: u32,
+        time_bits: u32,
+        worker_bits: u32,
+        seq_bits: u32,
+        order: Order,
+    ) -> Result<Layout, String> {
+        if time_bits + worker_bits + seq_bits > 64 {
+            return Err(format!(
+                "the fields take {} bits; an id has 64",
+                time_bits + worker_bits + seq_bits
+            ));
+        }
+        if time_bits < 20 {
+            return Err(format!(
+                "a {time_bits}-bit time field is too short (at least 20 bits)"
+            ));
+        }
+        if seq_bits == 0 || seq_bits > 22 {
+            return Err(format!(
+                "the sequence field must have 1 to 22 bits, not {seq_bits}"
+            ));
+        }
+        if worker_bits > 22 {
+            return Err(format!(
+                "the worker field must have 0 to 22 bits, not {worker_bits}"
+            ));
+        }
+        if !(1..=86_400_000).contains(&unit_ms) {
+            return Err(format!(
+                "the time unit must be 1 ms to 1 day, not {unit_ms} ms"
+            ));
+        }
+        if !(0..=4_102_444_800_000).contains(&epoch_unix_ms) {
+            return Err("the epoch must be between 1970 and 2100".into());
+        }
+        let layout = Layout {
+            epoch_unix_ms,
+            unit_ms,
+            time_bits,
+            worker_bits,
+            seq_bits,
+            order,
+        };
+        if layout.last_unix_ms() > LAST_SUPPORTED_UNIX_MS {
+            return Err(format!(
+                "a {time_bits}-bit time field of {unit_ms} ms units reaches past the year 9999"
+            ));
+        }
+        Ok(layout)
+    }
+
+    /// A preset by name, or a custom layout:
+    /// `epoch=2020-01-01 unit=10ms time=39 worker=16 sequence=8 order=time-sequence-worker`
+    /// (any order of keys; `order` defaults to `time-worker-sequence`, `unit` to `1ms`).
+    pub fn parse(spec: &str) -> Result<Layout, String> {
+        let spec = spec.trim();
+        if let Some((_, layout)) = Layout::PRESETS
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(spec))
+        {
+            return Ok(*layout);
+        }
+        if !spec.contains('=') {
+            return Err(format!(
+                "unknown layout \"{spec}\" (presets: {})",
+                Layout::preset_names()
+            ));
+        }
+        let (mut epoch, mut unit, mut time, mut worker, mut seq, mut order) =
+            (None, 1u32, None, None, None, Order::WorkerSequence);
+        for item in spec.split([' ', ',']).filter(|s| !s.is_empty()) {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("\"{item}\" is not key=value"))?;
+            let bits = || {
+                value
+                    .parse::<u32>()
+                    .map_err(|_| format!("{key}={value}: not a number of bits"))
+            };
+            match key.to_ascii_lowercase().as_str() {
+                "epoch" => epoch = Some(parse_epoch(value)?),
+                "unit" => {
+                    let ms = value.strip_suffix("ms").unwrap_or(value);
+                    unit = ms
+                        .parse()
+                        .map_err(|_| format!("unit={value}: give milliseconds, e.g. 10ms"))?;
+                }
+                "time" => time = Some(bits()?),
+                "worker" => worker = Some(bits()?),
+                "sequence" | "seq" => seq = Some(bits()?),
+                "order" => {
+                    order = match value.to_ascii_lowercase().as_str() {
+                        "time-worker-sequence" => Order::WorkerSequence,
+                        "time-sequence-worker" => Order::SequenceWorker,
+                        _ => {
+                            return Err(format!(
+                                "order={value}: use time-worker-sequence or time-sequence-worker"
+                            ))
+                        }
+                    }
+                }
+                _ => return Err(format!("unknown key \"{key}\"")),
+            }
+        }
+        let need = |v: Option<u32>, k: &str| v.ok_or_else(|| format!("{k}= is missing"));
+        Layout::new(
+            epoch.ok_or("epoch= is missing")?,
+            unit,
+            need(time, "time")?,
+            need(worker, "worker")?,
+            need(seq, "sequence")?,
+            order,
+        )
+    }
+
+    pub fn preset_names() -> String {
+        Layout::PRESETS
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The preset's name, if this layout is one.
+    pub fn preset_name(&self) -> Option<&'static str> {
+        Layout::PRESETS
+            .iter()
+            .find(|(_, l)| l == self)
+            .map(|(n, _)| *n)
+    }
+
+    /// Whether a server can generate ids in it: every id positive, and one slot of shared
+    /// memory per worker id at most 2^16 of them.
+    pub fn check_generation(&self) -> Result<(), String> {
+        if self.time_bits + self.worker_bits + self.seq_bits > 63 {
+            return Err(
+                "generated ids must leave the sign bit clear: the fields may take at most 63 bits"
+                    .into(),
+            );
+        }
+        if self.worker_bits > MAX_GENERATION_WORKER_BITS {
+            return Err(format!(
+                "a server generates with at most {MAX_GENERATION_WORKER_BITS} worker bits"
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn max_worker(&self) -> u32 {
+        ((1u64 << self.worker_bits) - 1) as u32
+    }
+
+    pub fn max_seq(&self) -> u32 {
+        ((1u64 << self.seq_bits) - 1) as u32
+    }
+
+    /// How many worker ids there are.
+    pub fn workers(&self) -> usize {
+        1 << self.worker_bits
+    }
+
+    /// The largest time field of a positive id.
+    pub fn max_time(&self) -> u64 {
+        let field = (1u64 << self.time_bits) - 1;
+        let positive = (i64::MAX as u64) >> (self.worker_bits + self.seq_bits);
+        field.min(positive)
+    }
+
+    /// One past the largest tick.
+    pub fn tick_limit(&self) -> u64 {
+        (self.max_time() + 1) << self.seq_bits
+    }
+
+    /// Ticks in one time unit.
+    pub fn ticks_per_unit(&self) -> u64 {
+        1 << self.seq_bits
+    }
+
+    pub fn check_worker(&self, worker: i64) -> Result<u32, LayoutError> {
+        if (0..=self.max_worker() as i64).contains(&worker) {
+            Ok(worker as u32)
+        } else {
+            Err(LayoutError::WorkerOutOfRange(worker))
+        }
+    }
+
+    pub fn check_seq(&self, seq: i64) -> Result<u32, LayoutError> {
+        if (0..=self.max_seq() as i64).contains(&seq) {
+            Ok(seq as u32)
+        } else {
+            Err(LayoutError::SequenceOutOfRange(seq))
+        }
+    }
+
+    /// The id for `tick` of `worker`. The caller guarantees `tick < tick_limit()` and a valid
+    /// worker, which the generator does by construction.
+    #[inline]
+    pub fn id_from_tick(&self, tick: u64, worker: u32) -> i64 {
+        debug_assert!(tick < self.tick_limit() && worker <= self.max_worker());
+        let id = match self.order {
+            Order::WorkerSequence => {
+                let seq_mask = self.ticks_per_unit() - 1;
+                ((tick & !seq_mask) << self.worker_bits)
+                    | ((worker as u64) << self.seq_bits)
+                    | (tick & seq_mask)
+            }
+            Order::SequenceWorker => (tick << self.worker_bits) | worker as u64,
+        };
+        id as i64
+    }
+
+    /// The tick (`time << sequence_bits | sequence`) of an id's fields.
+    #[inline]
+    pub fn tick_of(&self, parts: Parts) -> u64 {
+        (parts.time << self.seq_bits) | parts.seq as u64
+    }
+
+    /// The tick an id was made from (the id must be positive and valid in this layout).
+    pub fn tick_of_id(&self, id: i64) -> Result<u64, LayoutError> {
+        Ok(self.tick_of(self.decompose(id)?))
+    }
+
+    /// Puts the three fields together. Each field is range-checked by the caller, so no field
+    /// can spill into its neighbour (the seeds' "worker id overflowing into the timestamp"
+    /// outage).
+    pub fn compose(&self, time: u64, worker: u32, seq: u32) -> i64 {
+        debug_assert!(time <= self.max_time() && worker <= self.max_worker());
+        self.id_from_tick(self.tick_of(Parts { time, worker, seq }), worker)
+    }
+
+    pub fn decompose(&self, id: i64) -> Result<Parts, LayoutError> {
+        if id < 0 {
+            return Err(LayoutError::NegativeId(id));
+        }
+        let id = id as u64;
+        let worker_mask = self.max_worker() as u64;
+        let seq_mask = self.max_seq() as u64;
+        let (worker, seq) = match self.order {
+            Order::WorkerSequence => ((id >> self.seq_bits) & worker_mask, id & seq_mask),
+            Order::SequenceWorker => (id & worker_mask, (id >> self.worker_bits) & seq_mask),
+        };
+        Ok(Parts {
+            time: id >> (self.worker_bits + self.seq_bits),
+            worker: worker as u32,
+            seq: seq as u32,
+        })
+    }
+
+    /// The smallest id any worker can have in time unit `time`.
+    pub fn min_id(&self, time: u64) -> i64 {
+        self.compose(time, 0, 0)
+    }
+
+    /// The largest id any worker can have in time unit `time`.
+    pub fn max_id(&self, time: u64) -> i64 {
+        self.compose(time, self.max_worker(), self.max_seq())
+    }
+
+    /// The time unit (since the epoch) of a PostgreSQL timestamp (microseconds since
+    /// 2000-01-01), rounded down. `infinity` and `-infinity` are out of range like any other
+    /// time outside the layout.
+    pub fn time_from_pg_micros(&self, micros: i64) -> Result<u64, LayoutError> {
+        let epoch_pg_micros = (self.epoch_unix_ms - PG_EPOCH_UNIX_MS) as i128 * 1000;
+        let since_epoch = micros as i128 - epoch_pg_micros;
+        if since_epoch < 0 {
+            return Err(LayoutError::BeforeEpoch(micros));
+        }
+        let time = since_epoch / (self.unit_ms as i128 * 1000);
+        if time > self.max_time() as i128 {
+            return Err(LayoutError::AfterEnd(micros));
+        }
+        Ok(time as u64)
+    }
+
+    /// The PostgreSQL timestamp (microseconds since 2000-01-01) of time unit `time`.
+    pub fn pg_micros_from_time(&self, time: u64) -> i64 {
+        (self.unix_ms_from_time(time) - PG_EPOCH_UNIX_MS) * 1000
+    }
+
+    /// The Unix milliseconds of time unit `time`.
+    pub fn unix_ms_from_time(&self, time: u64) -> i64 {
+        debug_assert!(time <= self.max_time());
+        self.epoch_unix_ms
+            .saturating_add((time as i64).saturating_mul(self.unit_ms as i64))
+    }
+
+    /// A clock reading `unix_ms` in time units since the epoch, for the generator. A clock set
+    /// before the epoch reads as the epoch itself: the generator then keeps counting from its
+    /// last tick exactly as it does when the clock steps back, so it never goes negative or
+    /// repeats. A clock past the layout's end reads as one unit past it, which the generator
+    /// refuses.
+    #[inline]
+    pub fn time_from_unix_ms(&self, unix_ms: i64) -> u64 {
+        let since = unix_ms.saturating_sub(self.epoch_unix_ms).max(0) as u64;
+        let time = if self.unit_ms == 1 {
+            since
+        } else {
+            since / self.unit_ms as u64
+        };
+        time.min(self.max_time() + 1)
+    }
+
+    /// Time units in `ms` milliseconds, rounded up (at least 1 when `ms > 0`).
+    pub fn units_in_ms(&self, ms: u64) -> u64 {
+        ms.div_ceil(self.unit_ms as u64)
+    }
+
+    /// Milliseconds in `units` time units.
+    pub fn ms_in_units(&self, units: u64) -> u64 {
+        units.saturating_mul(self.unit_ms as u64)
+    }
+
+    /// The last instant the layout can represent, in Unix milliseconds.
+    pub fn last_unix_ms(&self) -> i64 {
+        self.unix_ms_from_time(self.max_time())
+            .saturating_add(self.unit_ms as i64 - 1)
+    }
+}
+
+/// `YYYY-MM-DD`, `YYYY-MM-DD HH:MM:SS[.fff]` (UTC, `T` or space), or Unix milliseconds.
+fn parse_epoch(value: &str) -> Result<i64, String> {
+    if let Ok(ms) = value.parse::<i64>() {
+        return Ok(ms);
+    }
+    let bad =
+        || format!("epoch={value}: give YYYY-MM-DD[THH:MM:SS[.fff]] (UTC) or Unix milliseconds");
+    let value = value.trim_end_matches('Z');
+    let (date, time) = value.split_once(['T', ' ']).unwrap_or((value, "00:00:00"));
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|p| p.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let t: Vec<i64> = hms
+        .split(':')
+        .map(|p| p.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    if d.len() != 3 || t.len() != 3 || !(1..=12).contains(&d[1]) || !(1..=31).contains(&d[2]) {
+        return Err(bad());
+    }
+    let ms_frac: i64 = format!("{frac:0<3}")[..3].parse().map_err(|_| bad())?;
+    let days = days_from_civil(d[0], d[1], d[2]);
+    Ok(((days * 24 + t[0]) * 60 + t[1]) * 60_000 + t[2] * 1000 + ms_frac)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The layout as one line of text: what is persisted beside the marks, what errors print, and
+/// what `snowflake.layout` and `Layout::parse` accept back.
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let order = match self.order {
+            Order::WorkerSequence => "time-worker-sequence",
+            Order::SequenceWorker => "time-sequence-worker",
+        };
+        write!(
+            f,
+            "epoch={} unit={}ms time={} worker={} sequence={} order={order}",
+            self.epoch_unix_ms, self.unit_ms, self.time_bits, self.worker_bits, self.seq_bits
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const L: Layout = Layout::SNOWFLAKE;
+
+    #[test]
+    fn fields_round_trip_at_their_limits() {
+        for layout in Layout::PRESETS.iter().map(|(_, l)| *l) {
+            let (t, w, s) = (layout.max_time(), layout.max_worker(), layout.max_seq());
+            for &(time, worker, seq) in &[(0, 0, 0), (1, 1, 1), (t, w, s), (t, 0, 0), (0, w, 0)] {
+                let id = layout.compose(time, worker, seq);
+                assert!(
+                    id >= 0,
+                    "{layout}: id for {time}/{worker}/{seq} is negative"
+                );
+                assert_eq!(layout.decompose(id).unwrap(), Parts { time, worker, seq });
+            }
+        }
+        assert_eq!(
+            L.compose(L.max_time(), L.max_worker(), L.max_seq()),
+            i64::MAX
+        );
+    }
+
+    #[test]
+    fn bit_positions_match_the_documented_diagram() {
+        assert_eq!(L.compose(1, 0, 0), 1 << 22);
+        assert_eq!(L.compose(0, 1, 0), 1 << 12);
+        assert_eq!(L.compose(0, 0, 1), 1);
+        // Sonyflake: time << 24 | sequence << 16 | machine.
+        let s = Layout::SONYFLAKE;
+        assert_eq!(s.compose(1, 0, 0), 1 << 24);
+        assert_eq!(s.compose(0, 0, 1), 1 << 16);
+        assert_eq!(s.compose(0, 1, 0), 1);
+    }
+
+    #[test]
+    fn published_ids_decode_to_their_published_times() {
+        // Discord's documentation example: 175928847299117063 is 2016-04-30 11:18:25.796 UTC,
+        // worker 1, process 0, increment 7.
+        let p = Layout::DISCORD.decompose(175_928_847_299_117_063).unwrap();
+        assert_eq!(Layout::DISCORD.unix_ms_from_time(p.time), 1_462_015_105_796);
+        assert_eq!((p.worker, p.seq), (1 << 5, 7));
+    }
+
+    #[test]
+    fn ids_order_by_time_then_by_the_low_fields() {
+        for layout in [L, Layout::SONYFLAKE] {
+            assert!(
+                layout.compose(5, layout.max_worker(), layout.max_seq()) < layout.compose(6, 0, 0)
+            );
+            assert!(layout.compose(5, 3, 7) < layout.compose(5, 3, 8));
+        }
+    }
+
+    #[test]
+    fn consecutive_ticks_make_increasing_ids_of_one_worker() {
+        for layout in Layout::PRESETS.iter().map(|(_, l)| *l) {
+            let tick = (77 << layout.seq_bits) | layout.max_seq() as u64;
+            let a = layout.id_from_tick(tick, 9);
+            let b = layout.id_from_tick(tick + 1, 9);
+            assert!(b > a, "{layout}");
+            assert_eq!(
+                layout.decompose(b).unwrap(),
+                Parts {
+                    time: 78,
+                    worker: 9,
+                    seq: 0
+                }
+            );
+            assert_eq!(layout.tick_of_id(a).unwrap(), tick);
+        }
+    }
+
+    #[test]
+    fn range_checks_name_the_bad_value() {
+        assert_eq!(
+            L.check_worker(1024),
+            Err(LayoutError::WorkerOutOfRange(1024))
+        );
+        assert_eq!(L.check_worker(-1), Err(LayoutError::WorkerOutOfRange(-1)));
+        assert_eq!(L.check_worker(1023), Ok(1023));
+        assert_eq!(Layout::SONYFLAKE.check_worker(65535), Ok(65535));
+        assert_eq!(
+            L.check_seq(4096),
+            Err(LayoutError::SequenceOutOfRange(4096))
+        );
+        assert_eq!(L.check_seq(-5), Err(LayoutError::SequenceOutOfRange(-5)));
+        assert_eq!(L.decompose(-1), Err(LayoutError::NegativeId(-1)));
+    }
+
+    #[test]
+    fn min_and_max_id_bracket_every_id_of_the_unit() {
+        for layout in [L, Layout::SONYFLAKE, Layout::INSTAGRAM] {
+            let t = 123_456_789;
+            for worker in [0, 1, layout.max_worker()] {
+                for seq in [0, 1, layout.max_seq()] {
+                    let id = layout.compose(t, worker, seq);
+                    assert!(layout.min_id(t) <= id && id <= layout.max_id(t));
+                }
+            }
+            assert_eq!(layout.max_id(t) + 1, layout.min_id(t + 1));
+        }
+    }
+
+    #[test]
+    fn timestamps_convert_and_round_down_to_the_unit() {
+        let epoch_pg = L.pg_micros_from_time(0);
+        assert_eq!(L.time_from_pg_micros(epoch_pg), Ok(0));
+        assert_eq!(L.time_from_pg_micros(epoch_pg + 1999), Ok(1));
+        assert_eq!(
+            L.time_from_pg_micros(epoch_pg - 1),
+            Err(LayoutError::BeforeEpoch(epoch_pg - 1))
+        );
+        let last = L.pg_micros_from_time(L.max_time());
+        assert_eq!(L.time_from_pg_micros(last + 999), Ok(L.max_time()));
+        assert_eq!(
+            L.time_from_pg_micros(last + 1000),
+            Err(LayoutError::AfterEnd(last + 1000))
+        );
+        assert_eq!(
+            L.time_from_pg_micros(i64::MAX),
+            Err(LayoutError::AfterEnd(i64::MAX))
+        );
+        assert_eq!(
+            L.time_from_pg_micros(i64::MIN),
+            Err(LayoutError::BeforeEpoch(i64::MIN))
+        );
+        // 2026-11-22T00:00:00Z is 690 days after the epoch.
+        let unix_ms = 1_795_305_600_000;
+        assert_eq!(L.time_from_unix_ms(unix_ms), 690 * 86_400_000);
+        assert_eq!(
+            L.pg_micros_from_time(690 * 86_400_000),
+            (unix_ms - PG_EPOCH_UNIX_MS) * 1000
+        );
+        // Sonyflake counts 10 ms units.
+        let s = Layout::SONYFLAKE;
+        assert_eq!(s.time_from_unix_ms(s.epoch_unix_ms + 25), 2);
+        assert_eq!(
+            s.time_from_pg_micros(s.pg_micros_from_time(7) + 9_999),
+            Ok(7)
+        );
+    }
+
+    #[test]
+    fn a_clock_before_the_epoch_reads_as_the_epoch_and_past_the_end_as_one_past_it() {
+        assert_eq!(L.time_from_unix_ms(0), 0);
+        assert_eq!(L.time_from_unix_ms(i64::MIN), 0);
+        assert_eq!(L.time_from_unix_ms(L.epoch_unix_ms + 5), 5);
+        assert_eq!(L.time_from_unix_ms(i64::MAX), L.max_time() + 1);
+    }
+
+    #[test]
+    fn the_default_layout_ends_in_september_2094() {
+        // 2094-09-07T15:47:35.551Z
+        assert_eq!(L.last_unix_ms(), 3_934_712_855_551);
+        assert_eq!(L.tick_limit(), 1 << 53);
+    }
+
+    #[test]
+    fn layouts_parse_from_names_and_specs_and_print_back() {
+        assert_eq!(Layout::parse("Sonyflake"), Ok(Layout::SONYFLAKE));
+        for (_, layout) in Layout::PRESETS {
+            assert_eq!(Layout::parse(&layout.to_string()), Ok(layout));
+        }
+        let custom = Layout::parse(
+            "epoch=2020-01-01 unit=10ms time=39 worker=16 sequence=8 order=time-sequence-worker",
+        )
+        .unwrap();
+        assert_eq!(custom.epoch_unix_ms, 1_577_836_800_000);
+        assert_eq!((custom.unit_ms, custom.order), (10, Order::SequenceWorker));
+        assert_eq!(
+            Layout::parse("epoch=2025-01-01T00:00:00.000Z,time=41,worker=10,seq=12"),
+            Ok(Layout::SNOWFLAKE)
+        );
+        assert_eq!(
+            parse_epoch("2010-11-04 01:42:54.657"),
+            Ok(1_288_834_974_657)
+        );
+        assert!(
+            Layout::parse("epoch=2020-01-01 time=50 worker=10 sequence=12")
+                .unwrap_err()
+                .contains("72 bits")
+        );
+        assert!(Layout::parse("nope")
+            .unwrap_err()
+            .contains("presets: snowflake"));
+        assert!(Layout::parse("time=41 worker=10 sequence=12")
+            .unwrap_err()
+            .contains("epoch"));
+        assert!(
+            Layout::parse("epoch=2020-01-01 unit=1000ms time=44 worker=8 sequence=8")
+                .unwrap_err()
+                .contains("9999")
+        );
+        assert!(Layout::DISCORD.check_generation().is_err());
+        assert!(Layout::SONYFLAKE.check_generation().is_ok());
+        assert_eq!(Layout::PGEDGE.preset_name(), Some("pgedge"));
+    }
+}

@@ -1,0 +1,25 @@
+//! The pure core of snowflake_ext: no PostgreSQL, no I/O but what its callers pass in.
+//!
+//! * `layout`: the bit layouts of ids (this extension's and the other systems').
+//! * `timekeeper`: how a worker judges the wall clock (steps back, forward jumps, and the
+//!   reference clock that bounds how far ahead ids may run).
+//! * `generator`: one worker's state in shared memory and the protocol by which backends
+//!   issue ids from it.
+//! * `marks`: the mark writer's rules (raising, persisting at a clean stop, restoring,
+//!   rewinding).
+//! * `startup`: what a starting server does with the marks it finds (load them, start
+//!   afresh, or refuse until an administrator restores them).
+//! * `token`: the small file in the data directory that tells a server's own marks table
+//!   from a replaced one.
+//! * `legacy`: reading the lease files of version 0.1.0, to carry their marks over.
+//!
+//! The extension crate is the PostgreSQL glue around these; every rule that decides an id
+//! is here, unit-tested with fake clocks, and exercised by real threads in `tests/model.rs`.
+
+pub mod generator;
+pub mod layout;
+pub mod legacy;
+pub mod marks;
+pub mod startup;
+pub mod timekeeper;
+pub mod token;

@@ -1,0 +1,442 @@
+//! The mark writer's rules: when a worker's high-water mark is raised and to what, what a clean
+//! stop persists, and how an administrator restores or rewinds a worker. Pure Rust over the
+//! same [`Slot`]s the backends use; the process that persists the result is `writer.rs` in the
+//! extension, the storage `marks_table.rs`.
+//!
+//! **The mark** of a worker is a tick: every tick the worker has issued is below it (or in its
+//! reserved range, see [`rewind`]), and it is durable before a backend may issue below it. The
+//! writer keeps it [`MARK_AHEAD_MS`](crate::generator::MARK_AHEAD_MS) ahead of where the worker
+//! is and raises it once less than half of that is left, so while ids flow at any ordinary
+//! rate the raise lands long before the old mark is reached; a backend waits only for its
+//! worker's first id after a start or a long idle spell, or in a burst that outruns the writer.
+//! A worker idle for longer than that lets its mark lapse, so an idle server writes nothing.
+//!
+//! A clean stop closes every worker and persists one past its last tick, so a normal restart
+//! resumes exactly where it stopped; after a crash ids resume at most a mark's reach ahead.
+
+use crate::generator::{Params, Slot, CLOSED};
+use std::sync::atomic::Ordering::*;
+
+/// What is persisted for one worker, all in ticks (0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Persisted {
+    pub mark: u64,
+    pub jump_from: u64,
+    pub jump_base: u64,
+    pub reserved_from: u64,
+    pub reserved_to: u64,
+}
+
+/// Sets up a worker from its persisted state, when the marks are loaded after a start, and
+/// opens it. Nothing can be issued until the writer raises the mark past `mark`.
+pub fn load(slot: &Slot, persisted: &Persisted) {
+    slot.mark.store(persisted.mark, Release);
+    slot.jump_from.store(persisted.jump_from, Relaxed);
+    slot.jump_base.store(persisted.jump_base, Relaxed);
+    slot.reserved_from.store(persisted.reserved_from, Relaxed);
+    slot.reserved_to.store(persisted.reserved_to, Relaxed);
+    slot.word.store(persisted.mark.saturating_sub(1), Release);
+}
+
+/// The persisted part of a worker's state as it stands, with `mark` as its mark.
+pub fn persisted(slot: &Slot, mark: u64) -> Persisted {
+    Persisted {
+        mark,
+        jump_from: slot.jump_from.load(Relaxed),
+        jump_base: slot.jump_base.load(Relaxed),
+        reserved_from: slot.reserved_from.load(Relaxed),
+        reserved_to: slot.reserved_to.load(Relaxed),
+    }
+}
+
+/// The mark to persist for a worker now, if it needs raising: a caller waits for it, or the
+/// worker is in use and less than half a mark's reach is left. `clock` is the time now.
+pub fn renewal(slot: &Slot, p: &Params, clock: u64) -> Option<u64> {
+    let word = slot.word.load(Acquire);
+    if word & CLOSED != 0 {
+        return None;
+    }
+    skip_reserved(slot);
+    let last = slot.last();
+    let mark = slot.mark.load(Acquire);
+    let wanted = slot.wanted.load(Acquire);
+    let clock_tick = clock.min(p.tick_limit >> p.seq_bits) << p.seq_bits;
+    let horizon = last.max(clock_tick).max(wanted);
+    let waited_for = wanted != 0 && wanted >= mark;
+    let in_use = slot.issued.load(Relaxed) > 0 && mark > horizon && mark - horizon < p.low_ticks;
+    if !(waited_for || in_use) || mark >= p.tick_limit {
+        return None;
+    }
+    let mut target = (horizon + p.mark_ticks).min(p.tick_limit);
+    let reserved_from = slot.reserved_from.load(Relaxed);
+    if reserved_from != 0 && last < reserved_from {
+        // Never across the reserved range: the worker jumps it when it gets there.
+        target = target.min(reserved_from);
+    }
+    (target > mark).then_some(target)
+}
+
+/// What the writer should persist for a worker now, given what is on disk: a raised mark, or
+/// a change a clock jump or an administrator made. `None`: nothing.
+pub fn due(slot: &Slot, p: &Params, clock: u64, on_disk: &Persisted) -> Option<Persisted> {
+    let target = renewal(slot, p, clock);
+    let dirty = slot.dirty.swap(false, AcqRel);
+    let now = persisted(slot, target.unwrap_or_else(|| slot.mark.load(Acquire)));
+    (target.is_some() || (dirty && now != *on_disk)).then_some(now)
+}
+
+/// When a caller needs ticks in the reserved range, moves the worker past it and forgets it.
+fn skip_reserved(slot: &Slot) {
+    let from = slot.reserved_from.load(Relaxed);
+    if from == 0 || slot.wanted.load(Acquire) < from || slot.last() >= from {
+        return;
+    }
+    let to = slot.reserved_to.load(Relaxed);
+    slot.word.fetch_max(to, AcqRel);
+    slot.reserved_from.store(0, Relaxed);
+    slot.reserved_to.store(0, Relaxed);
+    slot.dirty.store(true, Release);
+}
+
+/// Records that `mark` is durable: raises the worker's mark to it and clears the request it
+/// met.
+pub fn grant(slot: &Slot, mark: u64) {
+    slot.mark.fetch_max(mark, AcqRel);
+    let wanted = slot.wanted.load(Acquire);
+    if wanted != 0 && wanted < mark {
+        let _ = slot.wanted.compare_exchange(wanted, 0, AcqRel, Relaxed);
+    }
+}
+
+/// At a clean stop: closes the worker, so nothing more is issued, and returns the mark to
+/// persist: one past its last tick if it issued ids since the start, else its mark as loaded.
+pub fn close(slot: &Slot) -> u64 {
+    let word = slot.word.fetch_or(CLOSED, AcqRel);
+    let mark = slot.mark.load(Acquire);
+    if slot.issued.load(Relaxed) > 0 {
+        let exact = ((word & !CLOSED) + 1).min(mark);
+        slot.mark.store(exact, Release);
+        exact
+    } else {
+        mark
+    }
+}
+
+/// Opens a worker closed by [`close`] again (the writer restarted without a server restart).
+pub fn reopen(slot: &Slot) {
+    slot.word.fetch_and(!CLOSED, AcqRel);
+}
+
+/// Raises a worker's floor: from now on it issues only ticks at or above `floor`. Returns the
+/// mark the writer must persist before the worker issues again.
+pub fn raise_floor(slot: &Slot, p: &Params, floor: u64) -> u64 {
+    let floor = floor.min(p.tick_limit);
+    let mut word = slot.word.load(Acquire);
+    loop {
+        let raised = (word & CLOSED) | (word & !CLOSED).max(floor.saturating_sub(1));
+        match slot.word.compare_exchange(word, raised, AcqRel, Acquire) {
+            Ok(_) => break,
+            Err(now) => word = now,
+        }
+    }
+    // The worker's clock check starts over from its new floor.
+    slot.tk_started.store(false, Relaxed);
+    let mark = slot.mark.load(Acquire).max(floor);
+    slot.want(floor.saturating_sub(1));
+    mark
+}
+
+/// Why a worker cannot be rewound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RewindRefusal {
+    /// No forward jump was followed since the last rewind.
+    NoJump,
+    /// The clock still reads at or past where the jump took the worker.
+    ClockStillAhead { jump_from: u64 },
+}
+
+/// What a rewind did, in ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rewound {
+    /// The worker continues from here.
+    pub resume: u64,
+    /// The ticks issued after the jump, now skipped when the worker reaches them.
+    pub reserved_from: u64,
+    pub reserved_to: u64,
+}
+
+/// Undoes a followed forward jump of the clock: the worker goes back to just past its last
+/// tick before the jump (or the clock, if later), and the ticks it issued after the jump are
+/// *reserved*: it skips them when it reaches them, in however many years. So no id repeats,
+/// and new ids carry the right time again. `clock` is the (corrected) time now.
+///
+/// The worker is closed while this runs; its mark drops to `resume`, so nothing is issued
+/// until the writer has persisted the new mark together with the reserved range.
+pub fn rewind(slot: &Slot, p: &Params, clock: u64) -> Result<Rewound, RewindRefusal> {
+    let jump_from = slot.jump_from.load(Relaxed);
+    if jump_from == 0 {
+        return Err(RewindRefusal::NoJump);
+    }
+    let resume = slot
+        .jump_base
+        .load(Relaxed)
+        .max(clock.min(p.tick_limit >> p.seq_bits) << p.seq_bits);
+    if resume >= jump_from {
+        return Err(RewindRefusal::ClockStillAhead { jump_from });
+    }
+    let word = slot.word.fetch_or(CLOSED, AcqRel);
+    let last = word & !CLOSED;
+    let (old_from, old_to) = (
+        slot.reserved_from.load(Relaxed),
+        slot.reserved_to.load(Relaxed),
+    );
+    let reserved_from = if old_from == 0 {
+        jump_from
+    } else {
+        old_from.min(jump_from)
+    };
+    let reserved_to = old_to.max(last);
+    slot.reserved_from.store(reserved_from, Relaxed);
+    slot.reserved_to.store(reserved_to, Relaxed);
+    slot.jump_from.store(0, Relaxed);
+    slot.jump_base.store(0, Relaxed);
+    slot.mark.store(resume, Release);
+    slot.tk_started.store(false, Relaxed);
+    slot.dirty.store(true, Release);
+    slot.word.store(resume - 1, Release);
+    Ok(Rewound {
+        resume,
+        reserved_from,
+        reserved_to,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generator::{Miss, Outcome};
+    use crate::layout::Layout;
+    use crate::timekeeper::Readings;
+
+    const T0: u64 = 60_000_000_000;
+
+    /// A worker with its mark writer, run by hand: `disk` is what is durable.
+    struct Node {
+        p: Params,
+        slot: Slot,
+        disk: Persisted,
+        boot: u64,
+    }
+
+    impl Node {
+        fn started(disk: Persisted) -> Node {
+            let n = Node {
+                p: Params::new(Layout::SNOWFLAKE),
+                slot: Slot::default(),
+                disk,
+                boot: 5_000_000,
+            };
+            load(&n.slot, &disk);
+            n
+        }
+        fn write(&mut self, clock: u64) {
+            if let Some(now) = due(&self.slot, &self.p, clock, &self.disk) {
+                self.disk = now;
+                grant(&self.slot, now.mark);
+            }
+        }
+        /// One id at wall clock `clock`, writing marks as the writer would when asked.
+        fn id(&mut self, clock: u64) -> u64 {
+            self.boot += 1;
+            let r = Readings {
+                wall: clock,
+                boot: self.boot,
+            };
+            for _ in 0..10 {
+                let outcome = match self.slot.try_issue(&self.p, clock, 1) {
+                    Ok(i) => Outcome::Issued(i),
+                    Err(Miss::Contended) => continue,
+                    Err(Miss::Slow) => self.slot.try_issue_checked(&self.p, r, 1, 2000).0,
+                };
+                match outcome {
+                    Outcome::Issued(i) => {
+                        assert!(
+                            i.first < self.disk.mark,
+                            "tick {} issued at or past the durable mark {}",
+                            i.first,
+                            self.disk.mark
+                        );
+                        if i.low {
+                            self.write(clock);
+                        }
+                        return i.first;
+                    }
+                    Outcome::NeedMark { through } => {
+                        self.slot.want(through);
+                        self.write(clock);
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            panic!("no id after 10 tries");
+        }
+        fn crash(&self) -> Node {
+            Node::started(self.disk)
+        }
+        fn clean_stop(&mut self) -> Node {
+            self.disk.mark = close(&self.slot);
+            Node::started(self.disk)
+        }
+    }
+
+    #[test]
+    fn a_fresh_worker_needs_a_mark_before_its_first_id() {
+        let mut n = Node::started(Persisted::default());
+        assert_eq!(
+            renewal(&n.slot, &n.p, T0),
+            None,
+            "an unused worker writes nothing"
+        );
+        assert_eq!(n.id(T0), T0 << 12);
+        assert_eq!(n.disk.mark, (T0 << 12) + n.p.mark_ticks);
+        assert_eq!(
+            n.slot.wanted.load(Relaxed),
+            0,
+            "the grant cleared the request"
+        );
+    }
+
+    #[test]
+    fn a_mark_is_raised_when_half_is_left_and_not_before() {
+        let mut n = Node::started(Persisted::default());
+        n.id(T0);
+        let first = n.disk.mark;
+        n.id(T0 + 999);
+        assert_eq!(n.disk.mark, first, "raised too early");
+        n.id(T0 + 1001);
+        assert!(n.disk.mark > first, "not raised with less than half left");
+    }
+
+    #[test]
+    fn an_idle_worker_lets_its_mark_lapse() {
+        let mut n = Node::started(Persisted::default());
+        n.id(T0);
+        assert_eq!(renewal(&n.slot, &n.p, T0 + 60_000), None);
+    }
+
+    #[test]
+    fn ids_never_go_back_across_crashes_clean_stops_and_clock_steps() {
+        let mut n = Node::started(Persisted::default());
+        let mut last = 0;
+        let mut check = |tick: u64| {
+            assert!(tick > last, "{tick} after {last}");
+            last = tick;
+        };
+        for i in 0..10_000 {
+            check(n.id(T0 + i / 10));
+        }
+        let mut n = n.crash();
+        let early = T0 - 3_600_000;
+        for i in 0..10_000 {
+            check(n.id(early + i / 10));
+        }
+        let mut n = n.crash();
+        check(n.id(early + 2000));
+        let mut n = n.clean_stop();
+        check(n.id(T0 + 50_000));
+        let mut n = n.crash();
+        check(n.id(T0));
+    }
+
+    #[test]
+    fn a_clean_stop_persists_exactly_the_last_tick() {
+        let mut n = Node::started(Persisted::default());
+        let last = n.id(T0);
+        let mut n = n.clean_stop();
+        assert_eq!(n.disk.mark, last + 1);
+        assert_eq!(n.id(T0 + 1), (T0 + 1) << 12);
+        // An unused worker keeps the mark it was loaded with.
+        let idle = Node::started(Persisted {
+            mark: 12345,
+            ..Persisted::default()
+        });
+        assert_eq!(close(&idle.slot), 12345);
+    }
+
+    #[test]
+    fn after_a_crash_ids_resume_at_most_a_marks_reach_ahead() {
+        let mut n = Node::started(Persisted::default());
+        for i in 0..1000 {
+            n.id(T0 + i);
+        }
+        let mut n = n.crash();
+        let tick = n.id(T0 + 1000);
+        assert!(tick > (T0 + 999) << 12 && tick <= (T0 + 1000) << 12 | n.p.mark_ticks);
+    }
+
+    #[test]
+    fn a_raised_floor_holds_across_a_crash() {
+        let mut n = Node::started(Persisted::default());
+        n.id(T0);
+        let floor = (T0 + 3_600_000) << 12;
+        let need = raise_floor(&n.slot, &n.p, floor);
+        assert_eq!(need, floor.max(n.slot.mark.load(Relaxed)));
+        n.write(T0);
+        assert!(n.disk.mark > floor);
+        let tick = n.id(T0 + 1);
+        assert_eq!(tick, floor);
+        let mut n = n.crash();
+        assert!(n.id(T0 + 2) > tick);
+    }
+
+    #[test]
+    fn a_rewind_returns_to_the_clock_and_skips_the_reserved_ticks_when_it_reaches_them() {
+        let mut n = Node::started(Persisted::default());
+        let before = n.id(T0);
+        // The worker follows a jump to 2093 and issues there.
+        let glitch = T0 + 2_100_000_000_000 / 1000;
+        let (from, base) = (glitch << 12, before + 1);
+        n.slot.jump_from.store(from, Relaxed);
+        n.slot.jump_base.store(base, Relaxed);
+        n.slot.word.store(from - 1, Relaxed);
+        n.slot.mark.store(from, Relaxed);
+        n.slot.tk_started.store(false, Relaxed);
+        n.disk.mark = from;
+        let in_glitch: Vec<u64> = (0..5).map(|_| n.id(glitch)).collect();
+        assert_eq!(in_glitch[0], from);
+        // Rewinding while the clock still reads 2093 is refused.
+        assert_eq!(
+            rewind(&n.slot, &n.p, glitch + 1),
+            Err(RewindRefusal::ClockStillAhead { jump_from: from })
+        );
+        let r = rewind(&n.slot, &n.p, T0 + 10).unwrap();
+        assert_eq!(
+            r,
+            Rewound {
+                resume: (T0 + 10) << 12,
+                reserved_from: from,
+                reserved_to: in_glitch[4]
+            }
+        );
+        assert_eq!(rewind(&n.slot, &n.p, T0 + 10), Err(RewindRefusal::NoJump));
+        n.write(T0 + 10);
+        assert_eq!(n.disk.reserved_from, from);
+        assert!(n.disk.mark <= from, "no mark across the reserved range");
+        let back = n.id(T0 + 10);
+        assert_eq!(back, (T0 + 10) << 12, "new ids carry the right time again");
+        // Years later the worker reaches the reserved range and jumps over it.
+        let mut n = n.crash();
+        let tick = n.id(glitch - 1);
+        assert!(tick < from);
+        let mut last = tick;
+        for _ in 0..3 {
+            let t = n.id(glitch);
+            assert!(t > in_glitch[4] && t > last, "{t} repeats a reserved tick");
+            last = t;
+        }
+        assert_eq!(
+            n.disk.reserved_from, 0,
+            "the range is forgotten once passed"
+        );
+    }
+}

@@ -1,0 +1,277 @@
+//! What a superuser does when the marks need a hand: `snowflake_restore_mark` (lost or
+//! doubtful marks, a logical restore into a new cluster) and `snowflake_rewind` (a forward
+//! clock jump that was followed by mistake). Each asks the mark writer through the control
+//! block's mailbox and waits for the change to be durable before it returns.
+
+use crate::control::{Answer, Ask};
+use crate::shmem::{self, Shared};
+use crate::{errors, settings};
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+use snowflake_core::layout::Layout;
+use snowflake_core::marks::RewindRefusal;
+use std::time::{Duration, Instant};
+
+use PgSqlErrorCode::*;
+
+const ANSWER_LIMIT: Duration = Duration::from_secs(30);
+
+/// Every worker's ids from now on are above `above`; also accepts the marks table as it is
+/// when the marks are in doubt. Returns the smallest id any worker may issue next.
+#[pg_extern(volatile, parallel_unsafe, name = "snowflake_restore_mark")]
+fn snowflake_restore_mark_all(above: Option<i64>) -> i64 {
+    let (shared, layout) = prepare();
+    let floor = floor_above(above, layout);
+    restore(shared, None, floor);
+    layout.id_from_tick(floor, 0)
+}
+
+/// Worker `worker`'s ids from now on are above `above`. Returns its new mark.
+#[pg_extern(volatile, parallel_unsafe, name = "snowflake_restore_mark")]
+fn snowflake_restore_mark_worker(worker: Option<i32>, above: Option<i64>) -> i64 {
+    let (shared, layout) = prepare();
+    let worker = match worker {
+        None => errors::null_argument("worker", "Pass the worker id whose mark to restore."),
+        Some(w) => layout
+            .check_worker(w as i64)
+            .unwrap_or_else(|e| errors::layout_error(e, layout)),
+    };
+    let floor = floor_above(above, layout);
+    let mark = restore(shared, Some(worker), floor);
+    layout.id_from_tick(mark.max(floor), worker)
+}
+
+/// Every worker's ids from now on are above the largest id in `tables` (their columns whose
+/// default calls snowflake_nextval, or their bigint primary key). Returns the smallest id any
+/// worker may issue next.
+#[pg_extern(sql = false)]
+fn snowflake_restore_mark_from(tables: Option<Vec<Option<pg_sys::Oid>>>) -> i64 {
+    let (shared, layout) = prepare();
+    let tables: Vec<pg_sys::Oid> = match tables {
+        Some(t) if !t.is_empty() && t.iter().all(Option::is_some) => t.into_iter().flatten().collect(),
+        _ => errors::null_argument(
+            "the list of tables",
+            "Pass the tables that hold this server's ids, e.g. snowflake_restore_mark(ARRAY['orders', 'lines']::regclass[]).",
+        ),
+    };
+    let mut above = 0i64;
+    for table in tables {
+        above = above.max(largest_id(table));
+    }
+    let floor = floor_above(Some(above), layout);
+    restore(shared, None, floor);
+    layout.id_from_tick(floor, 0)
+}
+
+/// Brings `worker`'s ids back to the right time after a forward clock jump it followed; the
+/// ids issued since the jump stay reserved (the worker skips them when it reaches them).
+#[pg_extern(volatile, parallel_unsafe)]
+fn snowflake_rewind(
+    worker: Option<i32>,
+) -> TableIterator<
+    'static,
+    (
+        name!(next_id, i64),
+        name!(reserved_from, i64),
+        name!(reserved_to, i64),
+    ),
+> {
+    let (shared, layout) = prepare();
+    let worker = match worker {
+        None => errors::null_argument("worker", "Pass the worker id to rewind."),
+        Some(w) => layout
+            .check_worker(w as i64)
+            .unwrap_or_else(|e| errors::layout_error(e, layout)),
+    };
+    let clock = crate::clock::wall(layout);
+    match ask(shared, Ask::Rewind { worker, clock }) {
+        (Answer::Rewound(r), _) => TableIterator::once((
+            layout.id_from_tick(r.resume, worker),
+            layout.id_from_tick(r.reserved_from, worker),
+            layout.id_from_tick(r.reserved_to, worker),
+        )),
+        (Answer::RewindRefused(RewindRefusal::NoJump), _) => errors::raise(
+            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("snowflake worker {worker} has followed no forward clock jump since it was last rewound"),
+            None,
+            "snowflake_rewind undoes a forward jump of the system clock that the worker followed (the server log \
+             says \"follows the system clock, which jumped forward\"); snowflake_stats shows clock_jumps.",
+        ),
+        (Answer::RewindRefused(RewindRefusal::ClockStillAhead { jump_from }), _) => errors::raise(
+            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "the system clock still reads at or after {}, where the jump took snowflake worker {worker}",
+                errors::show_unix_ms(layout.unix_ms_from_time(jump_from >> layout.seq_bits))
+            ),
+            None,
+            "Set the system clock right first, then run snowflake_rewind again.",
+        ),
+        (_, text) => failed(text),
+    }
+}
+
+/// Checks the caller and the server; returns the shared state and the layout.
+fn prepare() -> (&'static Shared, &'static Layout) {
+    // SAFETY: plain queries of the session's and the server's state.
+    if unsafe { !pg_sys::superuser() } {
+        errors::raise(
+            ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "only a superuser may change snowflake high-water marks".into(),
+            None,
+            "Ask a superuser: a wrong mark lets ids repeat.",
+        );
+    }
+    let shared = shmem::shared();
+    // SAFETY: as above.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        errors::raise(
+            ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            "cannot change snowflake high-water marks during recovery".into(),
+            None,
+            "Run it on the primary; standbys replay the primary's marks.",
+        );
+    }
+    (shared, settings::layout())
+}
+
+/// The first tick whose ids, of every worker, are all above `above`: the start of the next
+/// time unit.
+fn floor_above(above: Option<i64>, layout: &Layout) -> u64 {
+    let above = match above {
+        None => errors::null_argument(
+            "the id to restore above",
+            "Pass the largest id this server may have issued.",
+        ),
+        Some(id) => id,
+    };
+    let parts = layout
+        .decompose(above)
+        .unwrap_or_else(|e| errors::layout_error(e, layout));
+    if parts.time >= layout.max_time() {
+        errors::exhausted(0, layout);
+    }
+    (parts.time + 1) << layout.seq_bits
+}
+
+fn restore(shared: &Shared, worker: Option<u32>, floor: u64) -> u64 {
+    match ask(shared, Ask::Restore { worker, floor }) {
+        (Answer::Restored { mark }, _) => mark,
+        (_, text) => failed(text),
+    }
+}
+
+fn failed(text: String) -> ! {
+    errors::raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("the snowflake mark writer could not do it: {text}"),
+        None,
+        "See the server log for the mark writer's messages.",
+    )
+}
+
+/// Posts `ask` to the mark writer and waits for its answer.
+fn ask(shared: &Shared, ask: Ask) -> (Answer, String) {
+    let since = Instant::now();
+    let mine = loop {
+        {
+            let mut control = shared.control();
+            if control.asked == control.answered {
+                control.ask = ask;
+                control.answer = Answer::Pending;
+                control.answer_text.set("");
+                control.asked += 1;
+                break control.asked;
+            }
+        }
+        wait_answer(since);
+    };
+    shared.wake_writer();
+    loop {
+        {
+            let control = shared.control();
+            if control.answered >= mine {
+                return (control.answer, control.answer_text.get());
+            }
+        }
+        wait_answer(since);
+    }
+}
+
+fn wait_answer(since: Instant) {
+    if since.elapsed() > ANSWER_LIMIT {
+        crate::wait::done();
+        errors::raise(
+            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("the snowflake mark writer did not answer within {} s", ANSWER_LIMIT.as_secs()),
+            None,
+            "Check that the \"snowflake_ext mark writer\" background worker runs (pg_stat_activity) and see the server log.",
+        );
+    }
+    // SAFETY: sleeping on the segment's condition variable, which checks for interrupts.
+    unsafe {
+        pg_sys::ConditionVariableTimedSleep(shmem::shared().cv(), 200, pg_sys::PG_WAIT_EXTENSION);
+    }
+}
+
+/// The largest id in one table: in its columns whose default calls snowflake_nextval, or in
+/// its bigint primary key.
+fn largest_id(table: pg_sys::Oid) -> i64 {
+    let name: Option<String> = Spi::get_one_with_args(
+        "SELECT c.oid::pg_catalog.regclass::pg_catalog.text FROM pg_catalog.pg_class c
+         WHERE c.oid = $1 AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'p', 'm']::pg_catalog.char[])",
+        &[table.into()],
+    )
+    .ok()
+    .flatten();
+    let Some(name) = name else {
+        errors::raise(
+            ERRCODE_WRONG_OBJECT_TYPE,
+            format!("relation with OID {} is not a table", table.to_u32()),
+            None,
+            "Pass tables (or materialized views) that hold this server's ids.",
+        )
+    };
+    let columns: Vec<String> = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT pg_catalog.quote_ident(a.attname) FROM pg_catalog.pg_attribute a
+                 LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+                 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+                   AND a.atttypid = 'pg_catalog.int8'::pg_catalog.regtype
+                   AND (pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.~~) '%snowflake_nextval%'
+                        OR EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = a.attrelid
+                                   AND i.indisprimary AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum))",
+                None,
+                &[table.into()],
+            )
+            .map(|rows| rows.filter_map(|r| r.get::<String>(1).ok().flatten()).collect())
+            .unwrap_or_default()
+    });
+    if columns.is_empty() {
+        errors::raise(
+            ERRCODE_UNDEFINED_COLUMN,
+            format!("table {name} has no snowflake id column"),
+            Some("A snowflake id column is a bigint column whose default calls snowflake_nextval, or a bigint primary key.".into()),
+            "Pass the tables whose keys are snowflake ids, or pass the largest id itself: snowflake_restore_mark(<id>).",
+        );
+    }
+    let mut largest = 0i64;
+    for column in columns {
+        let max: Option<i64> =
+            Spi::get_one(&format!("SELECT pg_catalog.max({column}) FROM {name}"))
+                .ok()
+                .flatten();
+        largest = largest.max(max.unwrap_or(0));
+    }
+    largest
+}
+
+// pgrx would declare the argument as oid[]; a regclass[] reads better and is stored the same.
+pgrx::extension_sql!(
+    r#"
+CREATE FUNCTION snowflake_restore_mark(tables regclass[]) RETURNS bigint
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_restore_mark_from_wrapper';
+"#,
+    name = "snowflake_restore_mark_from_tables"
+);

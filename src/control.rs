@@ -1,0 +1,98 @@
+//! The mark writer's control block, in shared memory under the control lock: the writer's
+//! state as backends see it (so that a backend refused ids can say why), and the mailbox
+//! through which an administrator's function asks the writer to change a worker.
+
+/// Where the mark writer stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum State {
+    /// The marks are not loaded yet: the server is starting or in recovery, or the writer is
+    /// connecting.
+    #[default]
+    Starting,
+    /// The marks are loaded; ids are issued below them.
+    Ready,
+    /// The persisted marks are missing, from another layout, or doubtful: nothing is issued
+    /// until an administrator restores them.
+    InDoubt,
+}
+
+/// A short text in shared memory.
+#[derive(Clone, Copy)]
+pub struct Text {
+    len: u16,
+    bytes: [u8; 700],
+}
+
+impl Default for Text {
+    fn default() -> Text {
+        Text {
+            len: 0,
+            bytes: [0; 700],
+        }
+    }
+}
+
+impl Text {
+    pub fn set(&mut self, text: &str) {
+        let mut end = text.len().min(self.bytes.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.bytes[..end].copy_from_slice(&text.as_bytes()[..end]);
+        self.len = end as u16;
+    }
+
+    pub fn get(&self) -> String {
+        String::from_utf8_lossy(&self.bytes[..self.len as usize]).into_owned()
+    }
+}
+
+/// What an administrator asks the writer to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ask {
+    #[default]
+    Nothing,
+    /// Every id of `worker` (or of every worker) from now on is at or above tick `floor`;
+    /// for all workers, this also accepts the current marks table when it is in doubt.
+    Restore { worker: Option<u32>, floor: u64 },
+    /// Undo a forward clock jump `worker` followed (`snowflake_core::marks::rewind`), with the
+    /// asking session's clock (time units): the clock the ids will follow.
+    Rewind { worker: u32, clock: u64 },
+}
+
+/// What the writer answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Answer {
+    #[default]
+    Pending,
+    /// Done; the worker's (or the highest) mark is now this tick.
+    Restored {
+        mark: u64,
+    },
+    Rewound(snowflake_core::marks::Rewound),
+    RewindRefused(snowflake_core::marks::RewindRefusal),
+    /// Not done; the reason is in `Control::answer_text`.
+    Failed,
+}
+
+#[derive(Clone, Copy, Default)]
+pub struct Control {
+    pub state: State,
+    /// Whether the marks were loaded since shared memory was created (a restarted writer
+    /// then keeps the slots as they are).
+    pub loaded: bool,
+    /// The token of the marks table the writer writes (0: none yet).
+    pub token: u64,
+    /// Why the state is `NoExtension` or `InDoubt`.
+    pub why: Text,
+    /// Whether writing marks fails at the moment, and with what.
+    pub failing: bool,
+    pub failure: Text,
+    /// The mailbox: `asked` counts requests, `answered` the requests done.
+    pub asked: u64,
+    pub answered: u64,
+    pub ask: Ask,
+    pub answer: Answer,
+    pub answer_text: Text,
+}

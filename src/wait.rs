@@ -1,0 +1,91 @@
+//! How a backend waits when its worker cannot issue at once, always without holding the
+//! control lock and checking for interrupts: on the condition variable the mark writer
+//! broadcasts whenever it raises marks or changes state, or on its latch for the clock.
+
+use crate::control::State;
+use crate::errors;
+use crate::shmem::Shared;
+use pgrx::prelude::*;
+use std::time::{Duration, Instant};
+
+/// How long a backend waits for a mark before it gives up with an error.
+pub const MARK_WAIT_LIMIT: Duration = Duration::from_secs(10);
+/// How often a waiting backend looks at the writer's state even without a broadcast.
+const RECHECK_MS: i64 = 200;
+
+/// Waits for the mark writer after a refusal for lack of a mark (or while the worker is
+/// closed), then returns so the caller tries again; or raises the error that says why no
+/// mark is coming. `since` is when this call started waiting. The first call only prepares
+/// the condition variable and returns at once, so that the caller checks again before
+/// sleeping and no broadcast is missed.
+pub fn for_marks(shared: &Shared, worker: u32, since: Instant) {
+    let (state, why, failure) = {
+        let control = shared.control();
+        let failure = control.failing.then(|| control.failure.get());
+        (control.state, control.why.get(), failure)
+    };
+    if state == State::InDoubt {
+        errors::no_marks(
+            worker,
+            why,
+            "Find the largest id this server may have issued (for example SELECT max(id) FROM each table), \
+             then run SELECT snowflake_restore_mark(<that id>); or SELECT snowflake_restore_mark(ARRAY['t1', 't2']::regclass[]); \
+             as a superuser. See the server log for details.",
+        );
+    }
+    if since.elapsed() > MARK_WAIT_LIMIT {
+        let why = match (state, failure) {
+            (_, Some(failure)) => format!(
+                "its high-water mark could not be persisted for {} s: {failure}",
+                MARK_WAIT_LIMIT.as_secs()
+            ),
+            (State::Starting, None) => format!(
+                "the mark writer has not loaded the marks after {} s",
+                MARK_WAIT_LIMIT.as_secs()
+            ),
+            _ => format!(
+                "no high-water mark was persisted in {} s",
+                MARK_WAIT_LIMIT.as_secs()
+            ),
+        };
+        errors::no_marks(
+            worker,
+            why,
+            &format!(
+                "The \"snowflake_ext mark writer\" background worker keeps the marks in database \"{}\" \
+                 (snowflake.database): check that it exists, that the server log shows no errors from the \
+                 mark writer (a full disk, a lock held on snowflake_ext_state.marks, a synchronous standby \
+                 that does not answer), and that max_worker_processes leaves room for it.",
+                crate::settings::database()
+            ),
+        );
+    }
+    // SAFETY: the condition variable lives in the shared segment; sleeping on it is what it is
+    // for. It checks for interrupts, so a cancel or a terminate ends the wait.
+    unsafe {
+        pg_sys::ConditionVariableTimedSleep(shared.cv(), RECHECK_MS, pg_sys::PG_WAIT_EXTENSION);
+    }
+}
+
+/// Ends a wait that `for_marks` may have prepared (a no-op otherwise).
+pub fn done() {
+    // SAFETY: cancels this backend's own condition-variable sleep, if any.
+    unsafe { pg_sys::ConditionVariableCancelSleep() };
+}
+
+/// Sleeps `ms` milliseconds (at least 1) on the latch, for the clock to catch up, checking
+/// for interrupts.
+pub fn for_clock(ms: u64) {
+    // SAFETY: MyLatch is this process's own latch; WaitLatch with WL_EXIT_ON_PM_DEATH is the
+    // standard interruptible sleep.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            ms.clamp(1, 1000) as i64,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    pg_sys::check_for_interrupts!();
+}
