@@ -86,9 +86,11 @@ pub struct Control {
     pub token: u64,
     /// Why the state is `NoExtension` or `InDoubt`.
     pub why: Text,
-    /// Whether writing marks fails at the moment, and with what.
+    /// Whether writing marks fails at the moment, with what, and how many attempts failed in a
+    /// row.
     pub failing: bool,
     pub failure: Text,
+    pub failures: u64,
     /// The mailbox: `asked` counts requests, `answered` the requests done.
     pub asked: u64,
     pub answered: u64,

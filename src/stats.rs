@@ -100,11 +100,14 @@ fn snowflake_status() -> TableIterator<
     let shared = shmem::shared();
     let (state, why, failure) = {
         let control = shared.control();
-        (
-            control.state,
-            control.why.get(),
-            control.failing.then(|| control.failure.get()),
-        )
+        let failure = control.failing.then(|| {
+            format!(
+                "persisting marks failed {} time(s) in a row: {}",
+                control.failures,
+                control.failure.get()
+            )
+        });
+        (control.state, control.why.get(), failure)
     };
     // SAFETY: a plain query of the server's recovery state.
     let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
@@ -113,10 +116,7 @@ fn snowflake_status() -> TableIterator<
             "standby",
             Some("in recovery: the primary mints; this server replays its marks".to_string()),
         ),
-        State::Ready => (
-            "ready",
-            failure.map(|f| format!("persisting marks fails: {f}")),
-        ),
+        State::Ready => ("ready", failure),
         State::Starting => ("starting", failure.or((!why.is_empty()).then_some(why))),
         State::InDoubt => ("in doubt", Some(why)),
     };

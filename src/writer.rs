@@ -64,18 +64,23 @@ pub fn register() {
 
 /// Set by SIGTERM.
 static TERMINATE: AtomicBool = AtomicBool::new(false);
+/// Whether the writer is inside a transaction (see `transaction`).
+static IN_TRANSACTION: AtomicBool = AtomicBool::new(false);
 
-/// SIGTERM: stop at the next safe point. It also cancels what the writer is waiting for in a
-/// transaction (a lock, a synchronous standby), the way a query cancel would, so that a
-/// shutdown is never held up by a standby that does not answer.
+/// SIGTERM: stop at the next safe point. Inside a transaction it also cancels what the writer
+/// waits for (a lock, a synchronous standby), the way a query cancel would, so that a shutdown
+/// is never held up by a standby that does not answer; outside one there is nothing to cancel,
+/// and a pending cancel would only turn the next log message into an error.
 unsafe extern "C-unwind" fn on_sigterm(_signal: i32) {
     // SAFETY: only async-signal-safe work: flags PostgreSQL's own handlers set, and SetLatch,
     // which PostgreSQL documents as safe in a signal handler. errno is preserved.
     unsafe {
         let saved = *libc::__errno_location();
         TERMINATE.store(true, SeqCst);
-        pg_sys::QueryCancelPending = 1;
-        pg_sys::InterruptPending = 1;
+        if IN_TRANSACTION.load(SeqCst) {
+            pg_sys::QueryCancelPending = 1;
+            pg_sys::InterruptPending = 1;
+        }
         pg_sys::SetLatch(pg_sys::MyLatch);
         *libc::__errno_location() = saved;
     }
@@ -420,14 +425,21 @@ impl Writer {
     }
 
     fn set_failing(&mut self, failure: Option<&str>) {
+        if failure.is_some() {
+            self.trouble.failed();
+        }
         {
             let mut control = self.shared.control();
             control.failing = failure.is_some();
             control.failure.set(failure.unwrap_or(""));
+            control.failures = if failure.is_some() {
+                self.trouble.failures
+            } else {
+                0
+            };
         }
         match failure {
             Some(e) => {
-                self.trouble.failed();
                 if self.trouble.due() {
                     errors::warn(
                         format!("snowflake: could not persist the high-water marks: {e}"),
@@ -556,11 +568,6 @@ impl Writer {
     /// A clean stop: closes every worker, persists exactly one past its last id, and exits
     /// with code 1 so that the postmaster restarts the writer unless the server is stopping.
     fn stop(&mut self) -> ! {
-        // SAFETY: plain flags of this process; the final write must not be cancelled by the
-        // SIGTERM that asked for it.
-        unsafe {
-            pg_sys::QueryCancelPending = 0;
-        }
         self.shared.writer_latch.store(0, Release);
         if self.shared.control().state == State::Ready {
             let rows: Vec<(u32, Persisted)> = self
@@ -697,6 +704,15 @@ impl Trouble {
 /// timeout, a full disk) rolls the transaction back and comes back as `Err`, so the writer
 /// keeps running and retries.
 fn transaction<R>(body: impl FnOnce() -> R) -> Result<R, String> {
+    let result = transaction_inner(body);
+    IN_TRANSACTION.store(false, SeqCst);
+    // SAFETY: a plain flag of this process: a cancel meant for the transaction ends with it.
+    unsafe { pg_sys::QueryCancelPending = 0 };
+    result
+}
+
+fn transaction_inner<R>(body: impl FnOnce() -> R) -> Result<R, String> {
+    IN_TRANSACTION.store(true, SeqCst);
     // SAFETY: the standard way a background worker runs a transaction; an error inside is
     // caught below and the transaction aborted, as PostgreSQL's own workers do.
     unsafe {

@@ -14,6 +14,32 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pg-cluster")
 }
 
+/// Where the programs of the PostgreSQL major under test are (`PGBIN`, as for
+/// `scripts/pg-cluster`).
+pub fn pg_bin(program: &str) -> PathBuf {
+    let dir = std::env::var("PGBIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
+    Path::new(&dir).join(program)
+}
+
+/// Runs `program` as the `postgres` OS user with `dir` as its working directory; returns its
+/// output, or panics with it if it fails.
+pub fn run_as_postgres(dir: &Path, program: &Path, args: &[&str]) -> String {
+    let out = Command::new("runuser")
+        .args(["-u", "postgres", "--"])
+        .arg(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run a program as postgres");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{program:?} {args:?} failed:\n{text}");
+    text
+}
+
 fn run(args: &[&str], env: &[(&str, &str)]) {
     let out = Command::new(script())
         .args(args)
@@ -28,7 +54,14 @@ fn run(args: &[&str], env: &[(&str, &str)]) {
     );
 }
 
-fn free_port() -> u16 {
+/// A directory of this test run, named for `name`; the tests' data directories live here.
+pub fn test_dir(name: &str) -> PathBuf {
+    let root = Path::new("/tmp/snowflake_ext-tests");
+    std::fs::create_dir_all(root).unwrap();
+    root.join(format!("{name}-{}", std::process::id()))
+}
+
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -46,9 +79,7 @@ pub struct Cluster {
 impl Cluster {
     /// A new, stopped cluster. `settings` are `name=value` lines for postgresql.conf.
     pub fn new(name: &str, settings: &[&str]) -> Cluster {
-        let root = Path::new("/tmp/snowflake_ext-tests");
-        std::fs::create_dir_all(root).unwrap();
-        let dir = root.join(format!("{name}-{}", std::process::id()));
+        let dir = test_dir(name);
         run(&["destroy", dir.to_str().unwrap()], &[]);
         let port = free_port();
         let mut args = vec!["init", dir.to_str().unwrap()];
@@ -60,6 +91,83 @@ impl Cluster {
             dir,
             port,
             faketime_file: None,
+        }
+    }
+
+    /// A streaming standby of `primary` (a `pg_basebackup`, with `settings` added), not started.
+    pub fn standby_of(primary: &Cluster, name: &str, settings: &[&str]) -> Cluster {
+        let dir = test_dir(name);
+        run(&["destroy", dir.to_str().unwrap()], &[]);
+        let port = free_port().to_string();
+        let primary_port = primary.port.to_string();
+        let mut args = vec!["standby", dir.to_str().unwrap(), &port, &primary_port];
+        args.extend_from_slice(settings);
+        run(&args, &[]);
+        Cluster {
+            dir,
+            port: port.parse().unwrap(),
+            faketime_file: None,
+        }
+    }
+
+    /// A cluster in a data directory that already exists (a restored backup, an upgraded
+    /// cluster), listening on a port of its own.
+    pub fn existing(dir: PathBuf) -> Cluster {
+        let port = free_port();
+        let mut conf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("postgresql.conf"))
+            .unwrap();
+        use std::io::Write;
+        writeln!(
+            conf,
+            "port = {port}\nunix_socket_directories = '{}'",
+            dir.display()
+        )
+        .unwrap();
+        Cluster {
+            dir,
+            port,
+            faketime_file: None,
+        }
+    }
+
+    pub fn promote(&self) {
+        run(&["promote", self.dir.to_str().unwrap()], &[]);
+    }
+
+    pub fn in_recovery(&self) -> bool {
+        self.connect()
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .unwrap()
+            .get(0)
+    }
+
+    /// Waits until this standby has replayed everything `primary` has flushed so far.
+    pub fn wait_caught_up(&self, primary: &Cluster) {
+        let target: String = primary
+            .connect()
+            .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
+            .unwrap()
+            .get(0);
+        let mut c = self.connect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let done: bool = c
+                .query_one(
+                    &format!("SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn"),
+                    &[],
+                )
+                .unwrap()
+                .get(0);
+            if done {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "standby did not catch up with {target}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 

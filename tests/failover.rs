@@ -1,0 +1,395 @@
+//! Ids never repeat where PostgreSQL users run more than one server: a hot standby refuses to
+//! mint, a standby promoted after the primary was killed (its clock behind) mints above every
+//! id the primary handed out, a base backup restored with archived WAL (PITR) continues above
+//! what it replayed, and so does a cluster upgraded with pg_upgrade. Real servers, real
+//! `kill -9`, real `pg_basebackup`, `pg_upgrade` and WAL archiving; clocks from `faketime`.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The ids `sql` hands out to `sessions` concurrent clients, all of them.
+fn mint(cluster: &Cluster, sessions: usize, sql: &'static str) -> Vec<i64> {
+    let threads: Vec<_> = (0..sessions)
+        .map(|_| {
+            let conninfo = cluster.conninfo("postgres");
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                ids(&mut c, sql)
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect()
+}
+
+/// Three clients reserve batches of a million ids of the configured worker, each call
+/// handing out 244 ms of ids at once: the worker runs over a second ahead of the clock.
+/// Returns the largest id handed out (a batch's last id, as `snowflake_lastval()` reports it).
+fn run_ahead(primary: &Cluster) -> i64 {
+    let mut largest = 0;
+    for _ in 0..2 {
+        let got = mint(
+            primary,
+            3,
+            "SELECT snowflake_lastval() FROM (SELECT x FROM snowflake_nextval_batch(1000000) x LIMIT 1) one",
+        );
+        largest = largest.max(*got.iter().max().unwrap());
+    }
+    let ahead: i64 = primary
+        .connect()
+        .query_one("SELECT max(ahead_ms) FROM snowflake_stats", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        ahead > 100,
+        "the primary should run ahead of the clock, not {ahead} ms"
+    );
+    largest
+}
+
+fn wait_until_primary(cluster: &Cluster) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cluster.in_recovery() {
+        assert!(
+            Instant::now() < deadline,
+            "still in recovery:\n{}",
+            cluster.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// After the primary is gone, the promoted standby (its clock `behind_s` behind) mints above
+/// every id the primary handed out, from several sessions at once.
+fn assert_promoted_standby_mints_above(standby: &Cluster, handed_out: i64, worker: i32) {
+    standby.promote();
+    wait_until_primary(standby);
+    let after = mint(
+        standby,
+        4,
+        "SELECT snowflake_nextval() FROM generate_series(1, 5000)",
+    );
+    let lowest = *after.iter().min().unwrap();
+    assert!(
+        lowest > handed_out,
+        "the promoted standby minted {lowest}, not above {handed_out} handed out by the old primary:\n{}",
+        standby.log()
+    );
+    let mut c = standby.connect();
+    let workers: i64 = c
+        .query_one(
+            &format!("SELECT count(*) FROM unnest($1::bigint[]) id WHERE snowflake_worker(id) <> {worker}"),
+            &[&after],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(workers, 0);
+}
+
+#[test]
+fn a_hot_standby_refuses_every_generating_function_and_still_decodes() {
+    let primary = started("standby-primary", &["snowflake.worker_id=5"]);
+    let id: i64 = primary
+        .connect()
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    let standby = Cluster::standby_of(&primary, "standby-hot", &[]);
+    standby.start();
+    standby.wait_caught_up(&primary);
+    let mut c = standby.connect();
+    for sql in [
+        "SELECT snowflake_nextval()",
+        "SELECT snowflake_nextval(5)",
+        "SELECT snowflake_nextval(900)",
+        "SELECT * FROM snowflake_nextval_batch(10)",
+        "SELECT * FROM snowflake_nextval_batch(5, 10)",
+        "BEGIN READ ONLY; SELECT snowflake_nextval(); COMMIT",
+    ] {
+        let e = error_of(&mut c, sql);
+        assert_eq!(e.code, "25006", "{sql}: {e:?}");
+        assert!(e.message.contains("during recovery"), "{sql}: {e:?}");
+        assert!(
+            e.detail
+                .as_deref()
+                .unwrap_or("")
+                .contains("the primary owns this worker id"),
+            "{e:?}"
+        );
+        assert!(
+            e.hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("Mint ids on the primary"),
+            "{e:?}"
+        );
+        let _ = c.batch_execute("ROLLBACK");
+    }
+    for sql in [
+        "SELECT snowflake_restore_mark(1)",
+        "SELECT * FROM snowflake_rewind(5)",
+    ] {
+        assert_eq!(error_of(&mut c, sql).code, "25006", "{sql}");
+    }
+    // Decoding and the other pure functions work.
+    let row = c
+        .query_one(
+            "SELECT worker, snowflake_compose(ts, worker, seq), snowflake_min_id(ts) <= $1
+             FROM snowflake_decode($1)",
+            &[&id],
+        )
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, i32>(0), row.get::<_, i64>(1), row.get(2)),
+        (5, id, true)
+    );
+    let state: String = c
+        .query_one("SELECT state FROM snowflake_status()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "standby");
+    assert!(
+        !standby.log().contains("mark writer"),
+        "a standby must not run the mark writer"
+    );
+}
+
+#[test]
+fn a_synchronous_standby_promoted_with_its_clock_behind_mints_above_every_id_handed_out() {
+    let primary = started("sync-primary", &["snowflake.worker_id=5"]);
+    let mut standby = Cluster::standby_of(&primary, "sync-standby", &[]);
+    standby.use_faketime();
+    standby.start();
+    let mut c = primary.connect();
+    c.batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        .unwrap();
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c
+        .query_opt(
+            "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'",
+            &[],
+        )
+        .unwrap()
+        .is_none()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the standby never became synchronous"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let handed_out = run_ahead(&primary);
+    // No waiting for the standby: with synchronous replication every mark is on it already.
+    primary.kill_postmaster();
+    standby.set_clock_offset(-5);
+    assert_promoted_standby_mints_above(&standby, handed_out, 5);
+}
+
+#[test]
+fn an_asynchronous_standby_that_caught_up_promoted_with_its_clock_behind_mints_above() {
+    let primary = started("async-primary", &["snowflake.worker_id=5"]);
+    let mut standby = Cluster::standby_of(&primary, "async-standby", &[]);
+    standby.use_faketime();
+    standby.start();
+    let handed_out = run_ahead(&primary);
+    // What an HA manager checks before it promotes: the standby has replayed what the primary
+    // flushed (Patroni's maximum_lag_on_failover).
+    standby.wait_caught_up(&primary);
+    primary.kill_postmaster();
+    standby.set_clock_offset(-5);
+    assert_promoted_standby_mints_above(&standby, handed_out, 5);
+}
+
+/// `cp -a` a data directory as root, keeping it postgres's.
+fn copy_dir(from: &Path, to: &Path) {
+    let out = std::process::Command::new("cp")
+        .args(["-a", from.to_str().unwrap(), to.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_base_backup_restored_with_archived_wal_an_hour_back_mints_above_what_it_replayed() {
+    let archive = test_dir("pitr-archive");
+    std::fs::create_dir_all(&archive).unwrap();
+    std::process::Command::new("chown")
+        .args(["postgres:postgres", archive.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let archive_command = format!("archive_command=cp %p {}/%f", archive.display());
+    let primary = started(
+        "pitr-primary",
+        &["snowflake.worker_id=6", "archive_mode=on", &archive_command],
+    );
+    // The base backup comes first; the ids after it exist only in the archived WAL.
+    let backup = test_dir("pitr-backup");
+    let _ = std::fs::remove_dir_all(&backup);
+    std::fs::create_dir_all(&backup).unwrap();
+    std::process::Command::new("chown")
+        .args(["postgres:postgres", backup.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let port = primary.port.to_string();
+    run_as_postgres(
+        Path::new("/"),
+        &pg_bin("pg_basebackup"),
+        &[
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            "postgres",
+            "-D",
+            backup.to_str().unwrap(),
+            "-c",
+            "fast",
+        ],
+    );
+    let issued = mint(&primary, 3, "SELECT snowflake_nextval_batch(50000)");
+    let largest = *issued.iter().max().unwrap();
+    let mut c = primary.connect();
+    let segment: String = c
+        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
+        .unwrap()
+        .get(0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !archive.join(&segment).exists() {
+        assert!(Instant::now() < deadline, "{segment} was never archived");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    primary.stop();
+
+    let restored_dir = test_dir("pitr-restored");
+    let _ = std::fs::remove_dir_all(&restored_dir);
+    copy_dir(&backup, &restored_dir);
+    std::fs::write(restored_dir.join("recovery.signal"), "").unwrap();
+    let _ = std::fs::remove_file(restored_dir.join("server.log"));
+    {
+        use std::io::Write;
+        let mut conf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(restored_dir.join("postgresql.conf"))
+            .unwrap();
+        writeln!(
+            conf,
+            "archive_mode = off\nrestore_command = 'cp {}/%f %p'",
+            archive.display()
+        )
+        .unwrap();
+    }
+    std::process::Command::new("chown")
+        .args(["-R", "postgres:postgres", restored_dir.to_str().unwrap()])
+        .status()
+        .unwrap();
+    std::process::Command::new("chmod")
+        .args(["700", restored_dir.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let mut restored = Cluster::existing(restored_dir);
+    restored.use_faketime();
+    restored.set_clock_offset(-3600);
+    restored.start();
+    wait_until_primary(&restored);
+    let after = mint(
+        &restored,
+        3,
+        "SELECT snowflake_nextval(6) FROM generate_series(1, 3000)",
+    );
+    let lowest = *after.iter().min().unwrap();
+    assert!(
+        lowest > largest,
+        "the restored server minted {lowest}, not above {largest} from the replayed WAL:\n{}",
+        restored.log()
+    );
+    assert!(
+        restored
+            .log()
+            .contains("behind the persisted high-water mark of worker 6"),
+        "{}",
+        restored.log()
+    );
+}
+
+/// pg_upgrade of a cluster that issued ids into a new cluster (same major), then a start with
+/// the clock an hour back: ids continue above. `pg_upgrade --check` passes first, with the
+/// library preloaded in both clusters.
+fn upgrade(mode: &str) {
+    let old = started(&format!("upgrade-old{mode}"), &["snowflake.worker_id=7"]);
+    let issued = mint(&old, 3, "SELECT snowflake_nextval_batch(50000)");
+    let largest = *issued.iter().max().unwrap();
+    old.stop();
+    let mut new = Cluster::new(&format!("upgrade-new{mode}"), &["snowflake.worker_id=7"]);
+    let work = test_dir(&format!("upgrade-work{mode}"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::process::Command::new("chown")
+        .args(["postgres:postgres", work.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let bin = pg_bin("");
+    let (p1, p2) = (free_port().to_string(), free_port().to_string());
+    let args = |extra: &str| {
+        vec![
+            "-b".to_string(),
+            bin.display().to_string(),
+            "-B".into(),
+            bin.display().to_string(),
+            "-d".into(),
+            old.dir.display().to_string(),
+            "-D".into(),
+            new.dir.display().to_string(),
+            "-p".into(),
+            p1.clone(),
+            "-P".into(),
+            p2.clone(),
+            extra.into(),
+        ]
+    };
+    let check: Vec<String> = args("--check");
+    let check: Vec<&str> = check.iter().map(String::as_str).collect();
+    let out = run_as_postgres(&work, &pg_bin("pg_upgrade"), &check);
+    assert!(out.contains("Clusters are compatible"), "{out}");
+    // Copying is the default mode (PostgreSQL 15's pg_upgrade has no --copy option).
+    let real: Vec<String> = args(if mode == "--link" {
+        "--link"
+    } else {
+        "--verbose"
+    });
+    let real: Vec<&str> = real.iter().map(String::as_str).collect();
+    run_as_postgres(&work, &pg_bin("pg_upgrade"), &real);
+    new.use_faketime();
+    new.set_clock_offset(-3600);
+    new.start();
+    let after = mint(
+        &new,
+        3,
+        "SELECT snowflake_nextval() FROM generate_series(1, 3000)",
+    );
+    let lowest = *after.iter().min().unwrap();
+    assert!(
+        lowest > largest,
+        "after pg_upgrade {mode} the new cluster minted {lowest}, not above {largest}:\n{}",
+        new.log()
+    );
+}
+
+#[test]
+fn pg_upgrade_copy_carries_the_marks() {
+    upgrade("--copy");
+}
+
+#[test]
+fn pg_upgrade_link_carries_the_marks() {
+    upgrade("--link");
+}

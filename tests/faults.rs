@@ -1,0 +1,355 @@
+//! The state that guarantees uniqueness damaged or out of reach, each for real, each followed by
+//! a start with the clock an hour back: the token file or its directory deleted, the token file
+//! damaged, truncated or padded, the marks table dropped (while down, while running), the state
+//! directory unreadable then fixed at runtime, the mark writer killed with SIGTERM, writes
+//! refused (a lock, a read-only directory). No id repeats; every refusal is a 55000 with a hint
+//! that says how to restore; the log stays bounded; waiting backends do not hurry the writer.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A cluster on `faketime` with a table of snowflake ids of worker 4; returns it and the
+/// largest id issued.
+fn prepared(name: &str) -> (Cluster, i64) {
+    let mut cluster = Cluster::new(name, &["snowflake.worker_id=4"]);
+    cluster.use_faketime();
+    cluster.start();
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "CREATE EXTENSION snowflake_ext;
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
+         INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
+    )
+    .unwrap();
+    let largest: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    (cluster, largest)
+}
+
+/// Stops the server, does `fault` to its data directory, and starts it with the clock an hour
+/// back.
+fn restart_an_hour_back(cluster: &Cluster, fault: impl FnOnce(&Path)) {
+    cluster.stop();
+    fault(&cluster.dir);
+    cluster.set_clock_offset(-3600);
+    cluster.start();
+}
+
+/// New ids of worker 4, from several sessions, are all above `largest`; returns the highest.
+fn assert_mints_above(cluster: &Cluster, largest: i64) -> i64 {
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let conninfo = cluster.conninfo("postgres");
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                ids(
+                    &mut c,
+                    "INSERT INTO t (v) SELECT g FROM generate_series(1, 2000) g RETURNING id",
+                )
+            })
+        })
+        .collect();
+    let after: Vec<i64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let lowest = *after.iter().min().unwrap();
+    assert!(
+        lowest > largest,
+        "{lowest} is not above {largest}:\n{}",
+        cluster.log()
+    );
+    *after.iter().max().unwrap()
+}
+
+/// Every generating function refuses with 55000 and a hint naming the way out; the mark
+/// writer's status says why.
+fn assert_refused(cluster: &Cluster, why: &str) {
+    let mut c = cluster.connect();
+    let started = Instant::now();
+    for sql in ["SELECT snowflake_nextval()", "SELECT snowflake_nextval(9)"] {
+        let e = error_of(&mut c, sql);
+        assert_eq!(e.code, "55000", "{sql}: {e:?}");
+        assert!(e.message.contains(why), "{sql}: {e:?}");
+        assert!(
+            e.hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("snowflake_restore_mark"),
+            "{e:?}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "a refusal should not wait"
+    );
+    let state: String = c
+        .query_one("SELECT state FROM snowflake_status()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "in doubt");
+}
+
+fn count_in_log(cluster: &Cluster, needle: &str) -> usize {
+    cluster.log().lines().filter(|l| l.contains(needle)).count()
+}
+
+fn token_file(dir: &Path) -> std::path::PathBuf {
+    dir.join("snowflake_ext/marks.token")
+}
+
+#[test]
+fn the_token_file_or_its_directory_deleted_resumes_above_the_marks_table() {
+    let (cluster, largest) = prepared("fault-deleted");
+    restart_an_hour_back(&cluster, |dir| {
+        std::fs::remove_file(token_file(dir)).unwrap()
+    });
+    let largest = assert_mints_above(&cluster, largest);
+    assert_eq!(
+        std::fs::read(token_file(&cluster.dir)).unwrap().len(),
+        32,
+        "rewritten"
+    );
+    restart_an_hour_back(&cluster, |dir| {
+        std::fs::remove_dir_all(dir.join("snowflake_ext")).unwrap()
+    });
+    assert_mints_above(&cluster, largest);
+}
+
+#[test]
+fn a_damaged_truncated_or_padded_token_file_refuses_until_restored() {
+    let (cluster, mut largest) = prepared("fault-damaged");
+    type Damage = fn(&mut Vec<u8>);
+    let damages: [(&str, Damage); 3] = [
+        ("damaged", |b| b[20] ^= 0x55),
+        ("truncated", |b| b.truncate(11)),
+        ("padded", |b| b.extend_from_slice(&[0; 4096])),
+    ];
+    for (what, damage) in damages {
+        restart_an_hour_back(&cluster, |dir| {
+            let mut bytes = std::fs::read(token_file(dir)).unwrap();
+            damage(&mut bytes);
+            std::fs::write(token_file(dir), bytes).unwrap();
+        });
+        assert_refused(
+            &cluster,
+            "the token file snowflake_ext/marks.token is damaged",
+        );
+        let next: i64 = cluster
+            .connect()
+            .query_one("SELECT snowflake_restore_mark(ARRAY['t']::regclass[])", &[])
+            .unwrap()
+            .get(0);
+        assert!(next > largest, "{what}");
+        largest = assert_mints_above(&cluster, largest);
+        assert_eq!(
+            std::fs::read(token_file(&cluster.dir)).unwrap().len(),
+            32,
+            "{what}: the token file was not repaired"
+        );
+    }
+    // One warning per start in doubt, not a flood.
+    assert!(count_in_log(&cluster, "WARNING:  snowflake: no ids can be minted") <= 3);
+}
+
+#[test]
+fn the_marks_table_dropped_while_down_refuses_until_restored() {
+    let (cluster, largest) = prepared("fault-dropped");
+    // Dropped, then a crash before the writer could notice and write it again.
+    cluster
+        .connect()
+        .batch_execute("DROP SCHEMA snowflake_ext_state CASCADE")
+        .unwrap();
+    cluster.kill_postmaster();
+    cluster.set_clock_offset(-3600);
+    cluster.start();
+    assert_refused(&cluster, "is gone");
+    let mut c = cluster.connect();
+    let e = error_of(&mut c, "SELECT snowflake_restore_mark(4, 1)");
+    assert!(e.message.contains("in doubt for every worker"), "{e:?}");
+    c.query_one("SELECT snowflake_restore_mark($1::bigint)", &[&largest])
+        .unwrap();
+    assert_mints_above(&cluster, largest);
+}
+
+#[test]
+fn the_marks_table_dropped_while_running_is_rewritten_from_memory() {
+    let (cluster, largest) = prepared("fault-dropped-live");
+    cluster
+        .connect()
+        .batch_execute("DROP SCHEMA snowflake_ext_state CASCADE")
+        .unwrap();
+    // Ids keep coming; at its next write the writer writes the marks again from shared memory.
+    let mut largest = largest;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !cluster.log().contains("rewriting it from memory") {
+        assert!(Instant::now() < deadline, "{}", cluster.log());
+        largest = assert_mints_above(&cluster, largest);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    restart_an_hour_back(&cluster, |_| {});
+    assert_mints_above(&cluster, largest);
+}
+
+#[test]
+fn an_unreadable_state_directory_refuses_then_resumes_above_the_marks_once_readable() {
+    let (cluster, largest) = prepared("fault-unreadable");
+    let state_dir = cluster.dir.join("snowflake_ext");
+    let chmod = |mode: &str| {
+        let status = std::process::Command::new("chmod")
+            .args([mode, state_dir.to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    restart_an_hour_back(&cluster, |_| chmod("000"));
+    assert_refused(&cluster, "cannot be read");
+    // Fixed while the server runs: ids resume above the marks, not from the clock.
+    chmod("700");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut c = cluster.connect();
+    while c
+        .query_one("SELECT state FROM snowflake_status()", &[])
+        .unwrap()
+        .get::<_, String>(0)
+        != "ready"
+    {
+        assert!(
+            Instant::now() < deadline,
+            "never ready again:\n{}",
+            cluster.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_mints_above(&cluster, largest);
+}
+
+#[test]
+fn a_sigterm_to_the_mark_writer_restarts_it_and_ids_go_on() {
+    let (cluster, largest) = prepared("fault-sigterm");
+    let mut c = cluster.connect();
+    let writer: i32 = c
+        .query_one(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &writer.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let largest = assert_mints_above(&cluster, largest);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let again: Option<i32> = c
+            .query_opt(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
+                &[],
+            )
+            .unwrap()
+            .map(|r| r.get(0));
+        if again.is_some_and(|pid| pid != writer) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the writer was not restarted:\n{}",
+            cluster.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = cluster.log();
+    assert!(log.contains("mark writer stopping on SIGTERM"), "{log}");
+    assert!(log.contains("mark writer restarted"), "{log}");
+    restart_an_hour_back(&cluster, |_| {});
+    assert_mints_above(&cluster, largest);
+}
+
+/// Backends that need a mark while writes fail wait at most 10 s, then get a 55000 that says
+/// why; warnings stay few; the many waiting backends do not make the writer retry faster than
+/// once a second; and ids resume above everything once writes work again.
+fn refused_writes(cluster: &Cluster, largest: i64, blocked: &str) -> i64 {
+    let started = Instant::now();
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let conninfo = cluster.conninfo("postgres");
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                // A worker that never minted needs a first mark.
+                error_of(&mut c, &format!("SELECT snowflake_nextval({})", 100 + i))
+            })
+        })
+        .collect();
+    for t in threads {
+        let e = t.join().unwrap();
+        assert_eq!(e.code, "55000", "{e:?}");
+        assert!(
+            e.message.contains("could not be persisted for 10 s"),
+            "{e:?}"
+        );
+        assert!(e.message.contains(blocked), "{e:?}");
+        assert!(
+            e.hint.as_deref().unwrap_or("").contains("mark writer"),
+            "{e:?}"
+        );
+    }
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(15), "{waited:?}");
+    let detail: String = cluster
+        .connect()
+        .query_one("SELECT detail FROM snowflake_status()", &[])
+        .unwrap()
+        .get(0);
+    let attempts: u64 = detail
+        .split("failed ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no attempt count in {detail:?}"));
+    assert!(
+        attempts <= waited.as_secs() + 2,
+        "{attempts} attempts in {waited:?}: waiting backends defeat the back-off"
+    );
+    assert!(count_in_log(cluster, "WARNING:  snowflake: could not persist") <= 1);
+    largest
+}
+
+#[test]
+fn a_lock_on_the_marks_table_refuses_ids_with_a_reason_until_it_is_released() {
+    let (cluster, largest) = prepared("fault-locked");
+    let mut locker = cluster.connect();
+    locker
+        .batch_execute("BEGIN; LOCK snowflake_ext_state.marks IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+    refused_writes(&cluster, largest, "lock timeout");
+    locker.batch_execute("COMMIT").unwrap();
+    assert_mints_above(&cluster, largest);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !cluster.log().contains("persisted again") {
+        assert!(Instant::now() < deadline, "{}", cluster.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_read_only_state_directory_refuses_ids_until_the_token_file_can_be_written() {
+    let (cluster, largest) = prepared("fault-readonly");
+    let state_dir = cluster.dir.join("snowflake_ext");
+    let chmod = |mode: &str| {
+        std::process::Command::new("chmod")
+            .args([mode, state_dir.to_str().unwrap()])
+            .status()
+            .unwrap();
+    };
+    restart_an_hour_back(&cluster, |dir| {
+        std::fs::remove_file(token_file(dir)).unwrap();
+        chmod("500");
+    });
+    refused_writes(&cluster, largest, "Permission denied");
+    chmod("700");
+    assert_mints_above(&cluster, largest);
+}
