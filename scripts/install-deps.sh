@@ -6,7 +6,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-15-pglogical sudo faketime procps
-  pkg-config libssl-dev valgrind)
+  pkg-config libssl-dev valgrind patroni etcd-server etcd-client curl)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

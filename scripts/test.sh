@@ -13,7 +13,11 @@ echo "==> cargo fmt --check, cargo clippy"
 cargo fmt --check
 cargo clippy --all-targets --features pg_test -- -D warnings
 
-echo "==> cargo pgrx test (unit tests, #[pg_test]s, integration tests)"
+echo "==> unit tests of the pure core, debug and release"
+cargo test -q -p snowflake_core
+cargo test -q -p snowflake_core --release
+
+echo "==> cargo pgrx test (#[pg_test]s, integration tests)"
 # pgrx's test server cannot run as root: it runs as postgres in a directory postgres owns.
 pgdata=/tmp/snowflake_ext-pgrx-test
 rm -rf "$pgdata"

@@ -91,6 +91,9 @@ pub struct Control {
     pub failing: bool,
     pub failure: Text,
     pub failures: u64,
+    /// Attempts of the writer to connect to the marks database that did not succeed (a failed
+    /// connection ends the process; the next one waits longer before it tries).
+    pub connect_attempts: u32,
     /// The mailbox: `asked` counts requests, `answered` the requests done.
     pub asked: u64,
     pub answered: u64,

@@ -92,6 +92,7 @@ unsafe fn request_space() {
 }
 
 #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+// SAFETY: PostgreSQL calls it once, in the postmaster, while shared memory is being sized.
 #[pg_guard]
 unsafe extern "C-unwind" fn on_shmem_request() {
     // SAFETY: chaining to the hook that was installed before ours, as PostgreSQL requires.
@@ -103,6 +104,7 @@ unsafe extern "C-unwind" fn on_shmem_request() {
     }
 }
 
+// SAFETY: PostgreSQL calls it in the postmaster each time shared memory is created.
 #[pg_guard]
 unsafe extern "C-unwind" fn on_shmem_startup() {
     // SAFETY: the startup hook runs in the postmaster (and after a crash, again) while no

@@ -71,6 +71,7 @@ static IN_TRANSACTION: AtomicBool = AtomicBool::new(false);
 /// waits for (a lock, a synchronous standby), the way a query cancel would, so that a shutdown
 /// is never held up by a standby that does not answer; outside one there is nothing to cancel,
 /// and a pending cancel would only turn the next log message into an error.
+// SAFETY: installed as a signal handler only; it does nothing a handler may not.
 unsafe extern "C-unwind" fn on_sigterm(_signal: i32) {
     // SAFETY: only async-signal-safe work: flags PostgreSQL's own handlers set, and SetLatch,
     // which PostgreSQL documents as safe in a signal handler. errno is preserved.
@@ -87,6 +88,7 @@ unsafe extern "C-unwind" fn on_sigterm(_signal: i32) {
 }
 
 /// SIGHUP: reload the configuration at the next safe point.
+// SAFETY: installed as a signal handler only; it does nothing a handler may not.
 unsafe extern "C-unwind" fn on_sighup(_signal: i32) {
     // SAFETY: as in `on_sigterm`.
     unsafe {
@@ -98,6 +100,7 @@ unsafe extern "C-unwind" fn on_sighup(_signal: i32) {
 }
 
 #[pg_guard]
+// SAFETY: the name is unique to this library; the postmaster finds the entry point by it.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn snowflake_mark_writer_main(_arg: pg_sys::Datum) {
     // SAFETY: installing signal handlers in our own process before unblocking signals, as
@@ -108,9 +111,43 @@ pub extern "C-unwind" fn snowflake_mark_writer_main(_arg: pg_sys::Datum) {
         pg_sys::BackgroundWorkerUnblockSignals();
     }
     let shared = shmem::shared();
-    BackgroundWorker::connect_worker_to_spi(Some(&settings::database()), None);
+    connect(shared);
     let mut writer = Writer::new(shared);
     writer.run();
+}
+
+/// Connects to the marks database. A database that does not exist ends the process with a
+/// FATAL; the postmaster restarts it a second later, so each attempt after a failed one first
+/// waits longer (up to a minute): the log gets one line a minute, not one a second.
+fn connect(shared: &Shared) {
+    let attempts = {
+        let mut control = shared.control();
+        control.connect_attempts += 1;
+        control.connect_attempts
+    };
+    if attempts > 1 {
+        let wait = Duration::from_secs((1u64 << (attempts - 1).min(6)).min(60));
+        let until = Instant::now() + wait;
+        while !TERMINATE.load(SeqCst) && Instant::now() < until {
+            // SAFETY: the standard latch wait of a background worker.
+            unsafe {
+                pg_sys::WaitLatch(
+                    pg_sys::MyLatch,
+                    (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH)
+                        as i32,
+                    until.saturating_duration_since(Instant::now()).as_millis() as i64 + 1,
+                    pg_sys::PG_WAIT_EXTENSION,
+                );
+                pg_sys::ResetLatch(pg_sys::MyLatch);
+            }
+        }
+        if TERMINATE.load(SeqCst) {
+            // SAFETY: the documented way for a background worker to exit.
+            unsafe { pg_sys::proc_exit(1) }
+        }
+    }
+    BackgroundWorker::connect_worker_to_spi(Some(&settings::database()), None);
+    shared.control().connect_attempts = 0;
 }
 
 /// SAFETY: call before signals are unblocked, with a handler that is async-signal-safe.
@@ -159,10 +196,9 @@ impl Writer {
     }
 
     fn run(&mut self) -> ! {
-        self.shared
-            // SAFETY: MyLatch is this process's latch, in its PGPROC in shared memory.
-            .writer_latch
-            .store(unsafe { pg_sys::MyLatch } as usize, Release);
+        // SAFETY: MyLatch is this process's latch, in its PGPROC in shared memory.
+        let latch = unsafe { pg_sys::MyLatch } as usize;
+        self.shared.writer_latch.store(latch, Release);
         transaction(|| {
             Spi::run(
                 "SET search_path = pg_catalog, pg_temp; SET synchronous_commit = on;

@@ -353,3 +353,30 @@ fn a_read_only_state_directory_refuses_ids_until_the_token_file_can_be_written()
     chmod("700");
     assert_mints_above(&cluster, largest);
 }
+
+#[test]
+fn a_marks_database_that_does_not_exist_refuses_ids_and_backs_off() {
+    let cluster = Cluster::new(
+        "fault-nodb",
+        &["snowflake.worker_id=4", "snowflake.database=nosuchdb"],
+    );
+    cluster.start();
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
+    let started = Instant::now();
+    let e = error_of(&mut c, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(e.message.contains("has not loaded the marks"), "{e:?}");
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("\"nosuchdb\""),
+        "{e:?}"
+    );
+    std::thread::sleep(Duration::from_secs(22).saturating_sub(started.elapsed()));
+    // A connection attempt a second would be 20 lines by now.
+    let attempts = count_in_log(&cluster, "database \"nosuchdb\" does not exist");
+    assert!(
+        (2..=7).contains(&attempts),
+        "{attempts} connection attempts in 22 s:\n{}",
+        cluster.log()
+    );
+}

@@ -1,0 +1,229 @@
+//! A real HA manager: a two-node Patroni cluster (with etcd) started by `scripts/patroni-pair`,
+//! both servers preloading snowflake_ext with one worker id. An insert load with
+//! `DEFAULT snowflake_nextval()` runs through whichever server is the primary; the primary's
+//! node is killed with `kill -9` (Patroni and the postmaster), Patroni promotes the replica, and
+//! the load carries on there. No id repeats, and every id after the failover is above every id
+//! before it.
+
+mod common;
+
+use common::*;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/patroni-pair")
+}
+
+struct Pair {
+    dir: PathBuf,
+    pg: [u16; 2],
+}
+
+impl Pair {
+    fn up(worker: i32) -> Pair {
+        let dir = test_dir("patroni");
+        let _ = Command::new(script())
+            .args(["down", dir.to_str().unwrap()])
+            .output();
+        let pg = [free_port(), free_port()];
+        let (api, etcd) = ([free_port(), free_port()], free_port());
+        let ports: Vec<String> = [pg[0], pg[1], api[0], api[1], etcd]
+            .iter()
+            .map(u16::to_string)
+            .collect();
+        let out = Command::new(script())
+            .arg("up")
+            .arg(&dir)
+            .args(&ports)
+            .arg(worker.to_string())
+            .output()
+            .unwrap();
+        let pair = Pair { dir, pg };
+        assert!(
+            out.status.success(),
+            "patroni-pair up failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        pair
+    }
+
+    fn conninfo(&self, node: usize) -> String {
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname=postgres connect_timeout=2",
+            self.pg[node]
+        )
+    }
+
+    /// The node whose server accepts writes, if one does.
+    fn primary(&self) -> Option<usize> {
+        (0..2).find(|&node| {
+            postgres::Client::connect(&self.conninfo(node), postgres::NoTls)
+                .and_then(|mut c| c.query_one("SELECT NOT pg_is_in_recovery()", &[]))
+                .is_ok_and(|r| r.get::<_, bool>(0))
+        })
+    }
+
+    /// `kill -9` of a node's Patroni and its postmaster: the node is gone.
+    fn kill(&self, node: usize) {
+        let yml = self.dir.join(format!("node{}.yml", node + 1));
+        let _ = Command::new("pkill")
+            .args(["-9", "-f", &format!("patroni {}", yml.display())])
+            .status();
+        let pid =
+            std::fs::read_to_string(self.dir.join(format!("node{}/postmaster.pid", node + 1)))
+                .unwrap();
+        let pid = pid.lines().next().unwrap().trim().to_string();
+        Command::new("kill").args(["-9", &pid]).status().unwrap();
+    }
+
+    fn logs(&self) -> String {
+        ["node1.log", "node2.log"]
+            .iter()
+            .map(|f| std::fs::read_to_string(self.dir.join(f)).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- patroni logs ---\n{}", self.logs());
+        }
+        let _ = Command::new(script())
+            .args(["down", self.dir.to_str().unwrap()])
+            .output();
+    }
+}
+
+#[test]
+fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
+    let pair = Pair::up(21);
+    let first = pair.primary().expect("a primary");
+    let mut c = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).unwrap();
+    c.batch_execute(
+        "CREATE EXTENSION snowflake_ext;
+         CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int NOT NULL)",
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c
+        .query_opt(
+            "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'",
+            &[],
+        )
+        .unwrap()
+        .is_none()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the replica never became synchronous"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Two clients insert through whichever server is the primary, reconnecting when it goes.
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Arc<Mutex<Vec<(usize, i64)>>> = Arc::default();
+    let conninfos = [pair.conninfo(0), pair.conninfo(1)];
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, acked, conninfos) = (stop.clone(), acked.clone(), conninfos.clone());
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    for (node, conninfo) in conninfos.iter().enumerate() {
+                        let Ok(mut c) = postgres::Client::connect(conninfo, postgres::NoTls) else {
+                            continue;
+                        };
+                        while !stop.load(Ordering::Relaxed) {
+                            n += 1;
+                            match c
+                                .query_one("INSERT INTO events (n) VALUES ($1) RETURNING id", &[&n])
+                            {
+                                Ok(row) => acked.lock().unwrap().push((node, row.get(0))),
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        })
+        .collect();
+
+    std::thread::sleep(Duration::from_secs(3));
+    let before = acked.lock().unwrap().len();
+    assert!(before > 100, "only {before} inserts before the failover");
+    pair.kill(first);
+    let other = 1 - first;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pair.primary() != Some(other) {
+        assert!(
+            Instant::now() < deadline,
+            "Patroni did not promote the replica"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The load carries on on the new primary.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while acked
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(node, _)| *node == other)
+        .count()
+        < 200
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the load did not continue on the new primary"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+
+    let acked = acked.lock().unwrap();
+    let distinct: HashSet<i64> = acked.iter().map(|(_, id)| *id).collect();
+    assert_eq!(distinct.len(), acked.len(), "an id was handed out twice");
+    let max_before = acked
+        .iter()
+        .filter(|(n, _)| *n == first)
+        .map(|(_, id)| *id)
+        .max()
+        .unwrap();
+    let min_after = acked
+        .iter()
+        .filter(|(n, _)| *n == other)
+        .map(|(_, id)| *id)
+        .min()
+        .unwrap();
+    assert!(
+        min_after > max_before,
+        "after the failover {min_after} is not above {max_before} from before it"
+    );
+    // Synchronous mode: every insert the old primary acknowledged is on the new one.
+    let mut c = postgres::Client::connect(&pair.conninfo(other), postgres::NoTls).unwrap();
+    let ids: Vec<i64> = acked.iter().map(|(_, id)| *id).collect();
+    let found: i64 = c
+        .query_one("SELECT count(*) FROM events WHERE id = ANY($1)", &[&ids])
+        .unwrap()
+        .get(0);
+    assert_eq!(found, ids.len() as i64, "acknowledged rows are missing");
+    let workers: Vec<i32> = c
+        .query("SELECT DISTINCT snowflake_worker(id) FROM events", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(workers, vec![21]);
+}
