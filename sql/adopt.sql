@@ -5,101 +5,148 @@
 -- about 2.5e17 in 2026, far above what a sequence reaches. The function checks it rather than
 -- assumes it: it refuses a column holding any value that new ids could repeat.
 --
--- Refuses, with an ERROR naming the problem: a column that is not bigint, is not by itself a
--- primary key or unique key, is generated, or holds values at or above snowflake_min_id(now()).
--- Running it on a column that already takes snowflake ids changes nothing.
+-- Security: only the table's owner (or a superuser) may adopt a table. The function runs with
+-- search_path = pg_catalog, pg_temp, and every function, operator and type it names is
+-- schema-qualified (this extension's through @extschema@), so nothing another role planted in a
+-- schema on the caller's search_path runs. The scan for the current maximum runs with the
+-- table owner's rights in a security-restricted operation (snowflake_column_max), as VACUUM
+-- runs a table's code, so nothing the owner wrote runs with the caller's rights. The arguments
+-- are checked before the table is locked.
 CREATE FUNCTION snowflake_adopt(tbl regclass, col name, worker integer DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 VOLATILE
-SET search_path FROM CURRENT
+PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
 AS $adopt$
 DECLARE
-    att pg_attribute;
+    rel record;
+    att record;
     cur_default text;
+    cur_worker text;
     new_default text;
     max_value bigint;
     floor_id bigint;
-    owned_seq regclass;
+    owned_seq text;
 BEGIN
+    -- The arguments, before any lock.
     IF tbl IS NULL OR col IS NULL THEN
         RAISE EXCEPTION 'snowflake_adopt needs a table and a column, not NULL'
             USING ERRCODE = 'null_value_not_allowed',
                   HINT = 'Call it as snowflake_adopt(''my_table'', ''id'').';
     END IF;
-    IF worker IS NOT NULL AND worker NOT BETWEEN 0 AND 1023 THEN
-        RAISE EXCEPTION 'snowflake worker id % is out of range', worker
-            USING ERRCODE = 'numeric_value_out_of_range',
-                  DETAIL = 'Worker ids are 10 bits: 0 to 1023.',
-                  HINT = 'Pass a worker id between 0 and 1023, or none to use snowflake.worker_id.';
+    SELECT c.oid, c.relkind, c.relowner,
+           pg_catalog.format('%I.%I', n.nspname, c.relname) AS name
+      INTO rel
+      FROM pg_catalog.pg_class c
+      JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+     WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::pg_catalog.oid
+            USING ERRCODE = 'undefined_table',
+                  HINT = 'Pass the table by name, e.g. snowflake_adopt(''orders'', ''id'').';
     END IF;
-    IF worker IS NULL AND current_setting('snowflake.worker_id')::int < 0 THEN
+    IF rel.relkind OPERATOR(pg_catalog.<>) ALL ('{r,p}'::pg_catalog."char"[]) THEN
+        RAISE EXCEPTION '% is not a table', rel.name
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Only a table''s key column can take snowflake ids.';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be the owner of table % to adopt it', rel.name
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Run it as the table''s owner, or as a superuser.';
+    END IF;
+    IF worker IS NOT NULL THEN
+        -- Raises 22003, naming the range of the server's layout, for a worker outside it.
+        PERFORM @extschema@.snowflake_compose(pg_catalog.now(), worker, 0);
+    ELSIF pg_catalog.current_setting('snowflake.worker_id')::pg_catalog.int4 OPERATOR(pg_catalog.<) 0 THEN
         RAISE EXCEPTION 'snowflake.worker_id is not set, so a DEFAULT snowflake_nextval() would fail on every insert'
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Set it first (ALTER SYSTEM SET snowflake.worker_id = 1; SELECT pg_reload_conf();) or pass a worker id: snowflake_adopt(tbl, col, 1).';
     END IF;
-
-    -- No insert may slip a value in between the checks and the change.
-    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
-
-    SELECT * INTO att FROM pg_attribute
-    WHERE attrelid = tbl AND attname = col AND attnum > 0 AND NOT attisdropped;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'column % of table % does not exist', quote_ident(col), tbl
+    IF NOT EXISTS (
+        SELECT FROM pg_catalog.pg_attribute a
+         WHERE a.attrelid OPERATOR(pg_catalog.=) rel.oid AND a.attname OPERATOR(pg_catalog.=) col
+           AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+    ) THEN
+        RAISE EXCEPTION 'column % of table % does not exist', pg_catalog.quote_ident(col), rel.name
             USING ERRCODE = 'undefined_column',
                   HINT = 'Name the table''s key column, e.g. snowflake_adopt(''orders'', ''id'').';
     END IF;
-    IF att.atttypid <> 'bigint'::regtype THEN
-        RAISE EXCEPTION 'column % of table % is %, not bigint', quote_ident(col), tbl, format_type(att.atttypid, att.atttypmod)
+
+    -- No insert may slip a value in between the checks and the change.
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', rel.name);
+
+    SELECT a.attnum, a.atttypid, a.atttypmod, a.attgenerated, a.attidentity
+      INTO att
+      FROM pg_catalog.pg_attribute a
+     WHERE a.attrelid OPERATOR(pg_catalog.=) rel.oid AND a.attname OPERATOR(pg_catalog.=) col
+       AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
+    IF att.atttypid OPERATOR(pg_catalog.<>) 'pg_catalog.int8'::pg_catalog.regtype::pg_catalog.oid THEN
+        RAISE EXCEPTION 'column % of table % is %, not bigint', pg_catalog.quote_ident(col), rel.name,
+                        pg_catalog.format_type(att.atttypid, att.atttypmod)
             USING ERRCODE = 'datatype_mismatch',
                   DETAIL = 'Snowflake ids are 64-bit and need a bigint column.',
-                  HINT = format('Widen it first: ALTER TABLE %s ALTER COLUMN %I TYPE bigint; (and the columns that reference it).', tbl, col);
+                  HINT = pg_catalog.format('Widen it first: ALTER TABLE %s ALTER COLUMN %I TYPE bigint; (and the columns that reference it).', rel.name, col);
     END IF;
-    IF att.attgenerated <> '' THEN
-        RAISE EXCEPTION 'column % of table % is a generated column', quote_ident(col), tbl
+    IF att.attgenerated OPERATOR(pg_catalog.<>) '' THEN
+        RAISE EXCEPTION 'column % of table % is a generated column', pg_catalog.quote_ident(col), rel.name
             USING ERRCODE = 'invalid_column_definition',
                   HINT = 'Only a plain, bigserial or identity column can take snowflake ids.';
     END IF;
     IF NOT EXISTS (
-        SELECT 1 FROM pg_index
-        WHERE indrelid = tbl AND indisunique AND indisvalid AND indnkeyatts = 1
-          AND indkey[0] = att.attnum AND indpred IS NULL AND indexprs IS NULL
+        SELECT FROM pg_catalog.pg_index i
+         WHERE i.indrelid OPERATOR(pg_catalog.=) rel.oid AND i.indisunique AND i.indisvalid
+           AND i.indnkeyatts OPERATOR(pg_catalog.=) 1 AND i.indkey[0] OPERATOR(pg_catalog.=) att.attnum
+           AND i.indpred IS NULL AND i.indexprs IS NULL
     ) THEN
-        RAISE EXCEPTION 'column % of table % is not a key', quote_ident(col), tbl
+        RAISE EXCEPTION 'column % of table % is not a key', pg_catalog.quote_ident(col), rel.name
             USING ERRCODE = 'invalid_table_definition',
                   DETAIL = 'Nothing would stop a duplicate id from being stored.',
-                  HINT = format('Make it the primary key (ALTER TABLE %s ADD PRIMARY KEY (%I);) or give it a unique constraint of its own.', tbl, col);
+                  HINT = pg_catalog.format('Make it the primary key (ALTER TABLE %s ADD PRIMARY KEY (%I);) or give it a unique constraint of its own.', rel.name, col);
     END IF;
 
-    new_default := CASE WHEN worker IS NULL THEN 'snowflake_nextval()' ELSE format('snowflake_nextval(%s)', worker) END;
-    SELECT pg_get_expr(adbin, adrelid) INTO cur_default FROM pg_attrdef WHERE adrelid = tbl AND adnum = att.attnum;
-    IF cur_default LIKE '%snowflake_nextval(%' THEN
-        RETURN format('%s.%s already takes snowflake ids (DEFAULT %s); nothing changed', tbl, quote_ident(col), cur_default);
+    new_default := CASE WHEN worker IS NULL THEN '@extschema@.snowflake_nextval()'
+                        ELSE pg_catalog.format('@extschema@.snowflake_nextval(%s)', worker) END;
+    SELECT pg_catalog.pg_get_expr(d.adbin, d.adrelid) INTO cur_default
+      FROM pg_catalog.pg_attrdef d
+     WHERE d.adrelid OPERATOR(pg_catalog.=) rel.oid AND d.adnum OPERATOR(pg_catalog.=) att.attnum;
+    IF cur_default OPERATOR(pg_catalog.~) 'snowflake_nextval\(' THEN
+        cur_worker := pg_catalog.substring(cur_default, 'snowflake_nextval\((\d*)\)');
+        IF cur_worker OPERATOR(pg_catalog.=) COALESCE(worker::pg_catalog.text, '') THEN
+            RETURN pg_catalog.format('%s.%I already takes snowflake ids (DEFAULT %s); nothing changed',
+                                     rel.name, col, cur_default);
+        END IF;
+        RAISE EXCEPTION 'column % of table % already takes snowflake ids with DEFAULT %', pg_catalog.quote_ident(col), rel.name, cur_default
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = pg_catalog.format('Adopting it again would change its worker to %s.',
+                                             COALESCE(worker::pg_catalog.text, 'snowflake.worker_id')),
+                  HINT = pg_catalog.format('To change the worker, run ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s;', rel.name, col, new_default);
     END IF;
 
     -- Every id made from now on is at least this; existing values must all be below it.
-    floor_id := snowflake_min_id(clock_timestamp());
-    EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO max_value;
-    IF max_value >= floor_id THEN
-        RAISE EXCEPTION 'column % of table % holds values up to %, which new snowflake ids could repeat', quote_ident(col), tbl, max_value
+    floor_id := @extschema@.snowflake_min_id(pg_catalog.clock_timestamp());
+    max_value := @extschema@.snowflake_column_max(rel.oid::pg_catalog.regclass, col::pg_catalog.text);
+    IF max_value OPERATOR(pg_catalog.>=) floor_id THEN
+        RAISE EXCEPTION 'column % of table % holds values up to %, which new snowflake ids could repeat', pg_catalog.quote_ident(col), rel.name, max_value
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = format('Snowflake ids made from now on start at %s (snowflake_min_id(now())).', floor_id),
+                  DETAIL = pg_catalog.format('Snowflake ids made from now on start at %s (snowflake_min_id(now())).', floor_id),
                   HINT = 'Only columns whose values are all below that can be switched in place; renumber the rows first, or keep this column on its sequence.';
     END IF;
 
-    owned_seq := pg_get_serial_sequence(tbl::text, col)::regclass;
-    IF att.attidentity <> '' THEN
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+    owned_seq := pg_catalog.pg_get_serial_sequence(rel.name, col::pg_catalog.text);
+    IF att.attidentity OPERATOR(pg_catalog.<>) '' THEN
+        EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', rel.name, col);
         owned_seq := NULL;  -- dropped with the identity
     END IF;
-    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', tbl, col, new_default);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', rel.name, col, new_default);
     IF owned_seq IS NOT NULL THEN
-        RAISE NOTICE 'sequence % is no longer used by %.%; drop it when nothing else uses it', owned_seq, tbl, quote_ident(col);
+        RAISE NOTICE 'sequence % is no longer used by %.%; drop it when nothing else uses it', owned_seq, rel.name, pg_catalog.quote_ident(col);
     END IF;
-    RETURN format('%s.%s now takes DEFAULT %s; existing rows kept as they were (largest id %s)',
-                  tbl, quote_ident(col), new_default, coalesce(max_value::text, 'none'));
+    RETURN pg_catalog.format('%s.%I now takes DEFAULT %s; existing rows kept as they were (largest id %s)',
+                             rel.name, col, new_default, COALESCE(max_value::pg_catalog.text, 'none'));
 END
 $adopt$;
 
 COMMENT ON FUNCTION snowflake_adopt(regclass, name, integer) IS
-    'Switches a bigint bigserial or identity key column to DEFAULT snowflake_nextval(), keeping existing rows; refuses columns that are not bigint keys or hold values new ids could repeat; safe to run twice.';
+    'Switches a bigint bigserial or identity key column to DEFAULT snowflake_nextval(), keeping existing rows; only for the table''s owner; refuses columns that are not bigint keys or hold values new ids could repeat; safe to run twice with the same worker.';

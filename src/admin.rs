@@ -214,33 +214,22 @@ fn wait_answer(since: Instant) {
 }
 
 /// The largest id in one table: in its columns whose default calls snowflake_nextval, or in
-/// its bigint primary key.
+/// its bigint primary key, each read with the owner's rights (`owner_scan.rs`).
 fn largest_id(table: pg_sys::Oid) -> i64 {
-    let name: Option<String> = Spi::get_one_with_args(
-        "SELECT c.oid::pg_catalog.regclass::pg_catalog.text FROM pg_catalog.pg_class c
-         WHERE c.oid = $1 AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'p', 'm']::pg_catalog.char[])",
-        &[table.into()],
-    )
-    .ok()
-    .flatten();
-    let Some(name) = name else {
-        errors::raise(
-            ERRCODE_WRONG_OBJECT_TYPE,
-            format!("relation with OID {} is not a table", table.to_u32()),
-            None,
-            "Pass tables (or materialized views) that hold this server's ids.",
-        )
-    };
     let columns: Vec<String> = Spi::connect(|client| {
         client
             .select(
-                "SELECT pg_catalog.quote_ident(a.attname) FROM pg_catalog.pg_attribute a
-                 LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-                 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
-                   AND a.atttypid = 'pg_catalog.int8'::pg_catalog.regtype
-                   AND (pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.~~) '%snowflake_nextval%'
-                        OR EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = a.attrelid
-                                   AND i.indisprimary AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum))",
+                "SELECT a.attname::pg_catalog.text FROM pg_catalog.pg_attribute a
+                 LEFT JOIN pg_catalog.pg_attrdef d
+                   ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid AND d.adnum OPERATOR(pg_catalog.=) a.attnum
+                 WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0
+                   AND NOT a.attisdropped
+                   AND a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype::pg_catalog.oid
+                   AND (pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.~~) '%snowflake_nextval(%'
+                        OR EXISTS (SELECT FROM pg_catalog.pg_index i
+                                   WHERE i.indrelid OPERATOR(pg_catalog.=) a.attrelid AND i.indisprimary
+                                     AND i.indnkeyatts OPERATOR(pg_catalog.=) 1
+                                     AND i.indkey[0] OPERATOR(pg_catalog.=) a.attnum))",
                 None,
                 &[table.into()],
             )
@@ -250,20 +239,16 @@ fn largest_id(table: pg_sys::Oid) -> i64 {
     if columns.is_empty() {
         errors::raise(
             ERRCODE_UNDEFINED_COLUMN,
-            format!("table {name} has no snowflake id column"),
+            format!("relation with OID {} has no snowflake id column", table.to_u32()),
             Some("A snowflake id column is a bigint column whose default calls snowflake_nextval, or a bigint primary key.".into()),
             "Pass the tables whose keys are snowflake ids, or pass the largest id itself: snowflake_restore_mark(<id>).",
         );
     }
-    let mut largest = 0i64;
-    for column in columns {
-        let max: Option<i64> =
-            Spi::get_one(&format!("SELECT pg_catalog.max({column}) FROM {name}"))
-                .ok()
-                .flatten();
-        largest = largest.max(max.unwrap_or(0));
-    }
-    largest
+    columns
+        .iter()
+        .filter_map(|column| crate::owner_scan::largest(table, column))
+        .max()
+        .unwrap_or(0)
 }
 
 // pgrx would declare the argument as oid[]; a regclass[] reads better and is stored the same.

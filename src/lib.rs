@@ -80,6 +80,8 @@ pub mod errors;
 pub mod lastval;
 pub mod marks_table;
 pub mod nextval;
+pub mod owner_scan;
+pub mod privileges;
 pub mod settings;
 pub mod shmem;
 pub mod stats;

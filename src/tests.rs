@@ -136,7 +136,7 @@ mod tests {
         );
         assert_eq!(
             declared,
-            "snowflake_adopt/3:vufalse snowflake_compose/3:istrue snowflake_decode/1:istrue \
+            "snowflake_adopt/3:vufalse snowflake_column_max/2:vutrue snowflake_compose/3:istrue snowflake_decode/1:istrue \
              snowflake_lastval/0:vrtrue snowflake_max_id/1:istrue \
              snowflake_min_id/1:istrue snowflake_nextval/0:vstrue snowflake_nextval/1:vsfalse \
              snowflake_nextval_batch/1:vsfalse snowflake_nextval_batch/2:vsfalse \

@@ -33,7 +33,7 @@ fn adopting_keeps_rows_switches_the_default_and_is_safe_twice() {
         .unwrap()
         .get(0);
     assert!(
-        msg.contains("now takes DEFAULT snowflake_nextval()"),
+        msg.contains("now takes DEFAULT public.snowflake_nextval()"),
         "{msg}"
     );
     assert_eq!(
@@ -113,17 +113,17 @@ fn adopting_refuses_what_would_not_be_safe() {
         (
             "SELECT snowflake_adopt('small', 'id')",
             "42804",
-            "column id of table small is integer, not bigint",
+            "column id of table public.small is integer, not bigint",
         ),
         (
             "SELECT snowflake_adopt('loose', 'id')",
             "42P16",
-            "column id of table loose is not a key",
+            "column id of table public.loose is not a key",
         ),
         (
             "SELECT snowflake_adopt('pair', 'a')",
             "42P16",
-            "column a of table pair is not a key",
+            "column a of table public.pair is not a key",
         ),
         (
             "SELECT snowflake_adopt('big', 'id')",
@@ -133,7 +133,7 @@ fn adopting_refuses_what_would_not_be_safe() {
         (
             "SELECT snowflake_adopt('small', 'nope')",
             "42703",
-            "column nope of table small does not exist",
+            "column nope of table public.small does not exist",
         ),
         (
             "SELECT snowflake_adopt('small', 'id', 4096)",

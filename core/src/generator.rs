@@ -43,6 +43,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::*};
 pub const CLOSED: u64 = 1 << 63;
 /// `Slot::held_since` when no jump is held.
 const NOT_HELD: u64 = u64::MAX;
+/// `Slot::refresh_at` while a jump is held: far from any clock reading.
+const HELD: u64 = u64::MAX / 2;
 
 /// One worker's state in shared memory. The first cache line holds what the fast path reads;
 /// each slot is 128-byte aligned, so two workers never share a cache line.
@@ -272,7 +274,9 @@ impl Slot {
         let mut tk = self.timekeeper();
         let verdict = tk.check(r, word >> p.seq_bits, max_ahead, &p.rules);
         self.set_timekeeper(&tk);
-        self.refresh_at.store(verdict.clock, Relaxed);
+        // While a jump is held, no clock reading passes the fast path's window.
+        let refresh_at = if verdict.held { HELD } else { verdict.clock };
+        self.refresh_at.store(refresh_at, Relaxed);
         self.slack.store(verdict.bound - verdict.clock, Relaxed);
         match verdict.event {
             Some(ClockEvent::SteppedBack { .. }) => {

@@ -99,6 +99,9 @@ pub struct Verdict {
     pub clock: u64,
     /// The latest time unit an id may carry now: the reference clock plus `max_ahead`.
     pub bound: u64,
+    /// Whether a forward jump is being held: every call must then come back for a check, so
+    /// that the clock's return is seen at once.
+    pub held: bool,
     pub event: Option<ClockEvent>,
 }
 
@@ -187,6 +190,7 @@ impl Timekeeper {
         Verdict {
             clock,
             bound: reference.saturating_add(max_ahead),
+            held: self.held_since.is_some(),
             event,
         }
     }

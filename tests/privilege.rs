@@ -1,0 +1,437 @@
+//! Least privilege, tried as an ordinary role would: a role with LOGIN and nothing else mints
+//! only with the server's worker, cannot push it further ahead of the clock than
+//! `snowflake.max_ahead` however hard it tries, and cannot get its code run by a superuser who
+//! adopts its table. A far-future clock glitch is held and logged; a longer one is undone with
+//! `snowflake_rewind`. Real server, real roles, clocks from `faketime`.
+
+mod common;
+
+use common::*;
+use std::time::{Duration, Instant};
+
+const WORKER: i32 = 3;
+
+/// A server on `faketime` with worker 3, and a role `app` with LOGIN and nothing else that owns
+/// a table `orders` keyed by `snowflake_nextval()`.
+fn server(name: &str) -> Cluster {
+    let mut cluster = Cluster::new(name, &["snowflake.worker_id=3"]);
+    cluster.use_faketime();
+    cluster.start();
+    cluster
+        .connect()
+        .batch_execute(
+            "CREATE EXTENSION snowflake_ext;
+             CREATE ROLE app LOGIN;
+             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
+             ALTER TABLE orders OWNER TO app;",
+        )
+        .unwrap();
+    cluster
+}
+
+fn connect_as(cluster: &Cluster, role: &str) -> postgres::Client {
+    let conninfo = cluster
+        .conninfo("postgres")
+        .replace("user=postgres", &format!("user={role}"));
+    postgres::Client::connect(&conninfo, postgres::NoTls).unwrap()
+}
+
+fn ahead_ms(cluster: &Cluster) -> i64 {
+    cluster
+        .connect()
+        .query_one(
+            "SELECT coalesce((SELECT ahead_ms FROM snowflake_stats WHERE worker = $1), 0)",
+            &[&WORKER],
+        )
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn an_ordinary_role_mints_only_with_the_configured_worker() {
+    let cluster = server("priv-roles");
+    let mut app = connect_as(&cluster, "app");
+    for sql in [
+        "SELECT snowflake_nextval(3)",
+        "SELECT snowflake_nextval(900)",
+        "SELECT * FROM snowflake_nextval_batch(3, 10)",
+        "SELECT * FROM snowflake_stats",
+        "SELECT * FROM snowflake_stats()",
+        "SELECT * FROM snowflake_status()",
+        "SELECT snowflake_restore_mark(1)",
+        "SELECT snowflake_restore_mark(3, 1)",
+        "SELECT snowflake_restore_mark(ARRAY['orders']::regclass[])",
+        "SELECT * FROM snowflake_rewind(3)",
+    ] {
+        let e = error_of(&mut app, sql);
+        assert_eq!(e.code, "42501", "{sql}: {e:?}");
+    }
+    app.batch_execute("INSERT INTO orders (v) SELECT g FROM generate_series(1, 100) g")
+        .unwrap();
+    let id: i64 = app
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    let batch = ids(&mut app, "SELECT * FROM snowflake_nextval_batch(10)");
+    assert_eq!(batch.len(), 10);
+    let last: i64 = app
+        .query_one("SELECT snowflake_lastval()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(last, *batch.last().unwrap());
+    let worker: i32 = app
+        .query_one("SELECT snowflake_worker($1)", &[&id])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker, WORKER);
+    // A monitoring role may read the statistics; a grant hands out the explicit worker.
+    cluster
+        .connect()
+        .batch_execute(
+            "CREATE ROLE watcher LOGIN IN ROLE pg_monitor;
+             CREATE ROLE loader LOGIN;
+             GRANT EXECUTE ON FUNCTION snowflake_nextval(integer) TO loader;",
+        )
+        .unwrap();
+    let mut watcher = connect_as(&cluster, "watcher");
+    watcher.query("SELECT * FROM snowflake_stats", &[]).unwrap();
+    watcher
+        .query("SELECT * FROM snowflake_status()", &[])
+        .unwrap();
+    let mut loader = connect_as(&cluster, "loader");
+    loader
+        .query_one("SELECT snowflake_nextval(12)", &[])
+        .unwrap();
+    // Even a grant does not hand out the marks.
+    cluster
+        .connect()
+        .batch_execute("GRANT EXECUTE ON FUNCTION snowflake_restore_mark(bigint) TO loader")
+        .unwrap();
+    assert_eq!(
+        error_of(&mut loader, "SELECT snowflake_restore_mark(1)").code,
+        "42501"
+    );
+}
+
+#[test]
+fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_stall_it() {
+    let cluster = server("priv-ahead");
+    // Four clients, as fast as they can, for four seconds: a million ids a call, the cheapest
+    // way there is to take ids.
+    let deadline = Instant::now() + Duration::from_secs(4);
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let conninfo = cluster
+                .conninfo("postgres")
+                .replace("user=postgres", "user=app");
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                let mut calls = 0;
+                while Instant::now() < deadline {
+                    c.query_one(
+                        "SELECT x FROM snowflake_nextval_batch(1000000) x LIMIT 1",
+                        &[],
+                    )
+                    .unwrap();
+                    calls += 1;
+                }
+                calls
+            })
+        })
+        .collect();
+    let mut worst = 0;
+    while Instant::now() < deadline {
+        worst = worst.max(ahead_ms(&cluster));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let calls: i32 = clients.into_iter().map(|t| t.join().unwrap()).sum();
+    worst = worst.max(ahead_ms(&cluster));
+    assert!(calls > 10, "only {calls} calls");
+    assert!(
+        worst > 1000,
+        "the clients should have reached the bound, got {worst} ms ahead"
+    );
+    assert!(
+        worst <= 2000 + 5,
+        "the worker ran {worst} ms ahead, past snowflake.max_ahead = 2 s"
+    );
+
+    // The clock steps back an hour: inserts go on at once, without waiting.
+    cluster.set_clock_offset(-3600);
+    let mut app = connect_as(&cluster, "app");
+    let mut slowest = Duration::ZERO;
+    let mut all = Vec::new();
+    for i in 0..300 {
+        let t = Instant::now();
+        let id: i64 = app
+            .query_one("INSERT INTO orders (v) VALUES ($1) RETURNING id", &[&i])
+            .unwrap()
+            .get(0);
+        slowest = slowest.max(t.elapsed());
+        all.push(id);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_strictly_increasing(&all);
+    assert!(
+        slowest < Duration::from_millis(300),
+        "an insert waited {slowest:?}"
+    );
+
+    // A batch larger than the bound can ever hold is an error, not a wait.
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("ALTER SYSTEM SET snowflake.max_ahead = '100ms'")
+        .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut app = connect_as(&cluster, "app");
+    let e = error_of(
+        &mut app,
+        "SELECT count(*) FROM snowflake_nextval_batch(1000000)",
+    );
+    assert_eq!(e.code, "54000", "{e:?}");
+    assert!(e
+        .detail
+        .unwrap_or_default()
+        .contains("snowflake.max_ahead = 100 ms"));
+    assert!(e.hint.unwrap_or_default().contains("Reserve fewer ids"));
+}
+
+/// The wall-clock time (Unix ms) each id says it was made at.
+fn times(ids: &[i64]) -> Vec<i64> {
+    ids.iter().map(|&id| unix_ms_of(id)).collect()
+}
+
+/// Inserts a row every 50 ms for `secs` seconds while `during` runs; returns the ids.
+fn insert_for(cluster: &Cluster, ms: u64) -> Vec<i64> {
+    let mut app = connect_as(cluster, "app");
+    let deadline = Instant::now() + Duration::from_millis(ms);
+    let mut out = Vec::new();
+    while Instant::now() < deadline {
+        out.push(
+            app.query_one("INSERT INTO orders (v) VALUES (0) RETURNING id", &[])
+                .unwrap()
+                .get(0),
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    out
+}
+
+const SIXTY_SEVEN_YEARS_S: i64 = 67 * 365 * 86_400;
+
+#[test]
+fn a_far_future_clock_glitch_is_held_and_a_longer_one_is_rewound() {
+    let cluster = server("priv-glitch");
+    let before = insert_for(&cluster, 300);
+    // Two seconds at +67 years, then back: ids never leave the right time.
+    cluster.set_clock_offset(SIXTY_SEVEN_YEARS_S);
+    let during = insert_for(&cluster, 2000);
+    cluster.set_clock_offset(0);
+    let after = insert_for(&cluster, 300);
+    let now = unix_ms_now();
+    for t in times(&during).iter().chain(&times(&after)) {
+        assert!(
+            (now - t).abs() < 10_000,
+            "an id carries {t}, far from {now}"
+        );
+    }
+    let mut all: Vec<i64> = [before, during, after].concat();
+    assert_strictly_increasing(&all);
+    let log = cluster.log();
+    assert!(
+        log.contains("jumped forward by") && log.contains("not followed yet"),
+        "{log}"
+    );
+    assert!(log.contains("came back after jumping forward"), "{log}");
+
+    // Twelve seconds at +67 years: past the 10 s after which a jump is taken as real.
+    cluster.set_clock_offset(SIXTY_SEVEN_YEARS_S);
+    let glitch = insert_for(&cluster, 12_500);
+    cluster.set_clock_offset(0);
+    assert!(
+        times(&glitch)
+            .iter()
+            .any(|t| t - unix_ms_now() > 60 * 86_400_000),
+        "the worker never followed the jump"
+    );
+    assert!(cluster
+        .log()
+        .contains("follows the system clock, which jumped forward"));
+    let stuck = insert_for(&cluster, 200);
+    assert!(times(&stuck)
+        .iter()
+        .all(|t| t - unix_ms_now() > 60 * 86_400_000));
+    // The operator action: snowflake_rewind, once the clock is right.
+    let mut admin = cluster.connect();
+    let row = admin
+        .query_one("SELECT * FROM snowflake_rewind($1)", &[&WORKER])
+        .unwrap();
+    let (next, reserved_from, reserved_to): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    let fresh = insert_for(&cluster, 500);
+    let now = unix_ms_now();
+    for t in times(&fresh) {
+        assert!(
+            (now - t).abs() < 10_000,
+            "after the rewind an id carries {t}, far from {now}"
+        );
+    }
+    assert!(fresh[0] >= next);
+    all.extend(&glitch);
+    all.extend(&stuck);
+    let earlier_max = *all.iter().filter(|&&id| id < reserved_from).max().unwrap();
+    for id in &fresh {
+        assert!(
+            *id > earlier_max && *id < reserved_from,
+            "{id} outside the free range"
+        );
+        assert!(!(reserved_from..=reserved_to).contains(id));
+    }
+    assert!(glitch
+        .iter()
+        .chain(&stuck)
+        .filter(|&&id| id > earlier_max)
+        .all(|id| (reserved_from..=reserved_to).contains(id)));
+    let rewindable: bool = admin
+        .query_one(
+            "SELECT rewindable FROM snowflake_stats WHERE worker = $1",
+            &[&WORKER],
+        )
+        .unwrap()
+        .get(0);
+    assert!(!rewindable);
+    // The reservation survives a restart.
+    cluster.stop();
+    cluster.start();
+    let persisted: (i64, i64) = {
+        let row = cluster
+            .connect()
+            .query_one(
+                "SELECT reserved_from, reserved_to FROM snowflake_ext_state.marks WHERE worker = $1",
+                &[&WORKER],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(persisted, (reserved_from, reserved_to));
+}
+
+/// What an attacker with CREATE on `public` plants: functions and an operator that, run by a
+/// superuser, make `app` a superuser and leave a trace.
+const ATTACK: &str = "
+CREATE TABLE public.pwned (who text);
+GRANT INSERT ON public.pwned TO PUBLIC;
+CREATE FUNCTION public.pwn() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.pwned VALUES (current_user);
+    ALTER ROLE app SUPERUSER;
+END $$;
+CREATE FUNCTION public.pwn_eq(oid, regclass) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.pwn(); RETURN $1 OPERATOR(pg_catalog.=) $2::oid; END $$;
+CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = public.pwn_eq);
+CREATE FUNCTION public.quote_ident(name) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.pwn(); RETURN pg_catalog.quote_ident($1::text); END $$;
+CREATE FUNCTION public.pg_get_serial_sequence(text, name) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.pwn(); RETURN NULL; END $$;
+CREATE FUNCTION public.format(text, regclass) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.pwn(); RETURN pg_catalog.format($1, $2::text); END $$;
+CREATE FUNCTION public.clock_timestamp(integer DEFAULT 0) RETURNS timestamptz LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.pwn(); RETURN pg_catalog.clock_timestamp(); END $$;
+-- The table's own code: a partial index whose predicate the planner evaluates. It only reports
+-- whom it runs as (an immutable function may not write).
+CREATE FUNCTION public.pwn_pred(integer) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN RAISE LOG 'pwn_pred runs as % (superuser: %)', current_user, current_setting('is_superuser');
+RETURN true; END $$;
+CREATE TABLE public.loot (id bigserial PRIMARY KEY, v int);
+INSERT INTO public.loot (v) SELECT g FROM generate_series(1, 1000) g;
+CREATE INDEX loot_v ON public.loot (v) WHERE public.pwn_pred(1);
+";
+
+#[test]
+fn planted_operators_functions_and_index_code_never_run_as_the_superuser_who_adopts() {
+    let cluster = server("priv-adopt");
+    let mut admin = cluster.connect();
+    // Databases created before PostgreSQL 15 let every role create objects in public.
+    admin
+        .batch_execute("GRANT CREATE ON SCHEMA public TO app")
+        .unwrap();
+    connect_as(&cluster, "app").batch_execute(ATTACK).unwrap();
+
+    // A superuser adopts app's table, with public first on the search path as is the default.
+    let out: String = admin
+        .query_one("SELECT snowflake_adopt('public.loot', 'id')", &[])
+        .unwrap()
+        .get(0);
+    assert!(out.contains("now takes DEFAULT"), "{out}");
+    admin
+        .query_one(
+            "SELECT snowflake_restore_mark(ARRAY['public.loot']::regclass[])",
+            &[],
+        )
+        .unwrap();
+    let superuser: bool = admin
+        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'app'", &[])
+        .unwrap()
+        .get(0);
+    assert!(!superuser, "app made itself a superuser");
+    let traces: i64 = admin
+        .query_one("SELECT count(*) FROM public.pwned", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(traces, 0, "planted code ran");
+    let log = cluster.log();
+    assert!(
+        !log.contains("pwn_pred runs as postgres"),
+        "the index predicate ran as the superuser:\n{log}"
+    );
+    assert!(
+        log.contains("pwn_pred runs as app (superuser: off)"),
+        "{log}"
+    );
+    // The adopted default works for app too.
+    connect_as(&cluster, "app")
+        .batch_execute("INSERT INTO public.loot (v) VALUES (1)")
+        .unwrap();
+}
+
+#[test]
+fn adopt_checks_its_arguments_before_locking_and_refuses_a_second_worker() {
+    let cluster = server("priv-adopt-args");
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute(
+            "CREATE TABLE mine (id bigserial PRIMARY KEY);
+             CREATE ROLE other LOGIN;",
+        )
+        .unwrap();
+    let e = error_of(&mut admin, "SELECT snowflake_adopt(0::regclass, 'id')");
+    assert_eq!(e.code, "42P01", "{e:?}");
+    assert!(e.hint.unwrap_or_default().contains("by name"));
+    // Not the owner: refused before the table is locked, so a held lock does not block it.
+    let mut holder = cluster.connect();
+    holder
+        .batch_execute("BEGIN; LOCK mine IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+    let mut other = connect_as(&cluster, "other");
+    other.batch_execute("SET lock_timeout = '2s'").unwrap();
+    let e = error_of(&mut other, "SELECT snowflake_adopt('mine', 'id')");
+    assert_eq!(e.code, "42501", "{e:?}");
+    assert!(e.message.contains("must be the owner"), "{e:?}");
+    admin.batch_execute("SET lock_timeout = '2s'").unwrap();
+    let e = error_of(&mut admin, "SELECT snowflake_adopt('mine', 'id', 5000)");
+    assert_eq!(e.code, "22003", "{e:?}");
+    let e = error_of(&mut admin, "SELECT snowflake_adopt('mine', 'nope')");
+    assert_eq!(e.code, "42703", "{e:?}");
+    holder.batch_execute("COMMIT").unwrap();
+    admin
+        .query_one("SELECT snowflake_adopt('mine', 'id', 5)", &[])
+        .unwrap();
+    let again: String = admin
+        .query_one("SELECT snowflake_adopt('mine', 'id', 5)", &[])
+        .unwrap()
+        .get(0);
+    assert!(again.contains("nothing changed"), "{again}");
+    let e = error_of(&mut admin, "SELECT snowflake_adopt('mine', 'id', 6)");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(e.hint.unwrap_or_default().contains("SET DEFAULT"), "hint");
+}
