@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """snowflake_ext benchmarks, side by side with what PostgreSQL already has.
 
-Starts its own PostgreSQL 15 server (library preloaded, fsync and synchronous_commit on), runs
+Starts its own PostgreSQL server (15, or the major in PG_MAJOR) (library preloaded, fsync and synchronous_commit on), runs
 every measurement with the generators interleaved round by round so that each ratio compares
 runs made under the same conditions, and writes a markdown report and an SVG chart.
 
@@ -28,9 +28,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PGBIN = Path("/usr/lib/postgresql/15/bin")
+PG_MAJOR = os.environ.get("PG_MAJOR", "15")
+PGBIN = Path(subprocess.check_output([str(ROOT / "scripts" / "pg-major"), "bindir", PG_MAJOR], text=True).strip())
 CLUSTER = ROOT / "scripts" / "pg-cluster"
-PGEDGE_CONTROL = Path("/usr/share/postgresql/15/extension/snowflake.control")
+PGEDGE_CONTROL = Path(subprocess.check_output([str(PGBIN / "pg_config"), "--sharedir"], text=True).strip()) / "extension" / "snowflake.control"
 NV = "nextval('seq')"  # the label of the reference generator
 
 UUIDV7_PLPGSQL = """

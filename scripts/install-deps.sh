@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Installs what building, testing and benchmarking snowflake_ext need on Debian 12, as root.
+# Installs what building, testing, packaging and benchmarking snowflake_ext need on Debian 12,
+# as root: Debian packages, cargo-pgrx 0.18.1, every supported PostgreSQL major
+# (scripts/pg-major) and pglogical for the majors the whole test suite runs on.
 # Idempotent and quick when everything is already there.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-15-pglogical sudo faketime procps
-  pkg-config libssl-dev valgrind patroni etcd-server etcd-client curl)
+  pkg-config libssl-dev valgrind patroni etcd-server etcd-client curl
+  # pglogical from source, for majors Debian does not package
+  make gcc libkrb5-dev libzstd-dev liblz4-dev
+  # Debian packages of the extension
+  dpkg-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -25,7 +31,14 @@ if ! cargo pgrx --version 2>/dev/null | grep -q '0\.18\.1'; then
   cargo install --locked cargo-pgrx --version 0.18.1
 fi
 
-# Point pgrx at Debian's PostgreSQL 15 (it would otherwise try to download sources).
-if ! grep -qs "pg15 *= *\"$PG_CONFIG\"" "$HOME/.pgrx/config.toml"; then
-  cargo pgrx init --pg15 "$PG_CONFIG" >/dev/null
-fi
+# Every supported major, and pgrx pointed at each (it would otherwise try to download sources).
+for major in $(scripts/pg-major list); do
+  scripts/pg-major install "$major"
+  pg_config=$(scripts/pg-major pg-config "$major")
+  if ! grep -qs "pg$major *= *\"$pg_config\"" "$HOME/.pgrx/config.toml"; then
+    cargo pgrx init "--pg$major" "$pg_config" >/dev/null
+  fi
+done
+scripts/pg-major pglogical 18
+# For the pg_upgrade test from 15 to 18 (see scripts/pg-major).
+scripts/pg-major install 15.19

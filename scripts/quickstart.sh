@@ -1,30 +1,40 @@
 #!/usr/bin/env bash
 # Quick start: installs everything, builds and installs snowflake_ext, starts a local
-# PostgreSQL 15 with the library preloaded, shows the extension at work, and leaves the server
-# running. Run it as root on Debian 12. Running it again rebuilds and restarts the server.
+# PostgreSQL (15 by default; `--major N` for 14, 16, 17 or 18) with the library preloaded,
+# shows the extension at work, and leaves the server running. Run it as root on Debian 12.
+# Running it again rebuilds and restarts the server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
-PORT=${SNOWFLAKE_DEMO_PORT:-5499}
-DIR=${SNOWFLAKE_DEMO_DIR:-/var/lib/postgresql/snowflake_ext-demo}
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+MAJOR=$(scripts/pg-major default)
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --major) MAJOR=${2:?--major needs a PostgreSQL major}; shift 2 ;;
+  --major=*) MAJOR=${1#--major=}; shift ;;
+  *) echo "usage: scripts/quickstart.sh [--major N]" >&2; exit 2 ;;
+  esac
+done
+export PG_MAJOR=$MAJOR
+PG_CONFIG=$(scripts/pg-major pg-config "$MAJOR")
+PORT=${SNOWFLAKE_DEMO_PORT:-$((5484 + MAJOR))}
+DIR=${SNOWFLAKE_DEMO_DIR:-/var/lib/postgresql/snowflake_ext-demo-$MAJOR}
 
 scripts/install-deps.sh
 
-echo "==> building and installing snowflake_ext (release)"
-cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+echo "==> building and installing snowflake_ext (release, PostgreSQL $MAJOR)"
+cargo pgrx install --release --no-default-features --features "pg$MAJOR" --pg-config "$PG_CONFIG" >/dev/null
 
 if [ -f "$DIR/PG_VERSION" ]; then
   # A server loads a new build only when it restarts.
   if [ -f "$DIR/postmaster.pid" ]; then scripts/pg-cluster stop "$DIR"; fi
 else
-  echo "==> creating a PostgreSQL 15 cluster in $DIR (port $PORT, worker id 1)"
+  echo "==> creating a PostgreSQL $MAJOR cluster in $DIR (port $PORT, worker id 1)"
   scripts/pg-cluster init "$DIR" "$PORT" snowflake.worker_id=1
 fi
 scripts/pg-cluster start "$DIR"
 
-psql="psql -h 127.0.0.1 -p $PORT -U postgres"
+psql="$(scripts/pg-major bindir "$MAJOR")/psql -h 127.0.0.1 -p $PORT -U postgres"
 $psql -X -q -f sql/demo.sql
 
 cat <<MSG
@@ -33,5 +43,5 @@ The server is running with snowflake_ext preloaded (data directory $DIR, log $DI
 Reach it with:
     $psql
 Stop it with:
-    scripts/pg-cluster stop $DIR
+    PG_MAJOR=$MAJOR scripts/pg-cluster stop $DIR
 MSG

@@ -142,12 +142,20 @@ fn connect(shared: &Shared) {
             }
         }
         if TERMINATE.load(SeqCst) {
-            // SAFETY: the documented way for a background worker to exit.
-            unsafe { pg_sys::proc_exit(1) }
+            exit();
         }
     }
     BackgroundWorker::connect_worker_to_spi(Some(&settings::database()), None);
     shared.control().connect_attempts = 0;
+}
+
+/// Exits with code 1, which asks the postmaster to restart the writer (unless the server is
+/// shutting down).
+#[allow(unreachable_code)] // proc_exit is declared noreturn for some majors only
+fn exit() -> ! {
+    // SAFETY: the documented way for a background worker to exit.
+    unsafe { pg_sys::proc_exit(1) };
+    unreachable!("proc_exit does not return")
 }
 
 /// SAFETY: call before signals are unblocked, with a handler that is async-signal-safe.
@@ -631,9 +639,7 @@ impl Writer {
             format!("snowflake: {NAME} stopping on SIGTERM"),
             "It is restarted within a second unless the server is shutting down.",
         );
-        // SAFETY: the documented way for a background worker to exit; code 1 asks the
-        // postmaster to restart it.
-        unsafe { pg_sys::proc_exit(1) }
+        exit()
     }
 
     fn reload_config(&self) {

@@ -245,9 +245,8 @@ fn a_dump_restored_into_a_new_database_keeps_issuing_new_ids() {
     )
     .unwrap();
 
-    let bin = "/usr/lib/postgresql/15/bin";
     let port = cluster.port.to_string();
-    let dump = Command::new(format!("{bin}/pg_dump"))
+    let dump = Command::new(pg_bin("pg_dump"))
         .args([
             "-h",
             "127.0.0.1",
@@ -265,7 +264,7 @@ fn a_dump_restored_into_a_new_database_keeps_issuing_new_ids() {
         "{}",
         String::from_utf8_lossy(&dump.stderr)
     );
-    let mut restore = Command::new(format!("{bin}/pg_restore"))
+    let mut restore = Command::new(pg_bin("pg_restore"))
         .args([
             "-h",
             "127.0.0.1",

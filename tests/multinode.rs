@@ -52,7 +52,7 @@ fn publisher(name: &str, worker: i32) -> Cluster {
 }
 
 fn has_output_plugin_allowlist() -> bool {
-    let out = std::process::Command::new("/usr/lib/postgresql/15/bin/postgres")
+    let out = std::process::Command::new(pg_bin("postgres"))
         .arg("--describe-config")
         .output()
         .expect("postgres --describe-config");

@@ -9,6 +9,7 @@
 //!   rewinding).
 //! * `startup`: what a starting server does with the marks it finds (load them, start
 //!   afresh, or refuse until an administrator restores them).
+//! * `text`: ids as decimal, Crockford base32 and base62 text.
 //! * `token`: the small file in the data directory that tells a server's own marks table
 //!   from a replaced one.
 //! * `legacy`: reading the lease files of version 0.1.0, to carry their marks over.
@@ -21,5 +22,6 @@ pub mod layout;
 pub mod legacy;
 pub mod marks;
 pub mod startup;
+pub mod text;
 pub mod timekeeper;
 pub mod token;

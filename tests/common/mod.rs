@@ -14,11 +14,29 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pg-cluster")
 }
 
-/// Where the programs of the PostgreSQL major under test are (`PGBIN`, as for
-/// `scripts/pg-cluster`).
+/// Where the programs of the PostgreSQL major under test are: `PGBIN`, or the bin directory
+/// `scripts/pg-major` gives for `PG_MAJOR` (default 15), as for `scripts/pg-cluster`.
 pub fn pg_bin(program: &str) -> PathBuf {
-    let dir = std::env::var("PGBIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
-    Path::new(&dir).join(program)
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| match std::env::var("PGBIN") {
+        Ok(dir) => dir.into(),
+        Err(_) => bindir_of(&std::env::var("PG_MAJOR").unwrap_or_else(|_| "15".into())),
+    })
+    .join(program)
+}
+
+/// The bin directory of a PostgreSQL major, from `scripts/pg-major`.
+pub fn bindir_of(major: &str) -> PathBuf {
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pg-major"))
+        .args(["bindir", major])
+        .output()
+        .expect("run scripts/pg-major");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// Runs `program` as the `postgres` OS user with `dir` as its working directory; returns its
@@ -54,6 +72,10 @@ fn run(args: &[&str], env: &[(&str, &str)]) {
     );
 }
 
+fn major_env(major: Option<&str>) -> Vec<(&'static str, &str)> {
+    major.map(|m| vec![("PG_MAJOR", m)]).unwrap_or_default()
+}
+
 /// A directory of this test run, named for `name`; the tests' data directories live here.
 pub fn test_dir(name: &str) -> PathBuf {
     let root = Path::new("/tmp/snowflake_ext-tests");
@@ -74,24 +96,45 @@ pub struct Cluster {
     pub dir: PathBuf,
     pub port: u16,
     faketime_file: Option<PathBuf>,
+    /// The PostgreSQL major it runs, when not the one under test (`PG_MAJOR`).
+    major: Option<String>,
 }
 
 impl Cluster {
     /// A new, stopped cluster. `settings` are `name=value` lines for postgresql.conf.
     pub fn new(name: &str, settings: &[&str]) -> Cluster {
+        Cluster::new_on(None, name, settings)
+    }
+
+    /// A new, stopped cluster of PostgreSQL `major` (the one under test when `None`).
+    pub fn new_on(major: Option<&str>, name: &str, settings: &[&str]) -> Cluster {
         let dir = test_dir(name);
-        run(&["destroy", dir.to_str().unwrap()], &[]);
+        let env = major_env(major);
+        run(&["destroy", dir.to_str().unwrap()], &env);
         let port = free_port();
         let mut args = vec!["init", dir.to_str().unwrap()];
         let port_s = port.to_string();
         args.push(&port_s);
         args.extend_from_slice(settings);
-        run(&args, &[]);
+        run(&args, &env);
         Cluster {
             dir,
             port,
             faketime_file: None,
+            major: major.map(str::to_string),
         }
+    }
+
+    /// The bin directory of this cluster's major.
+    pub fn bin(&self, program: &str) -> PathBuf {
+        match &self.major {
+            Some(major) => bindir_of(major).join(program),
+            None => pg_bin(program),
+        }
+    }
+
+    fn env(&self) -> Vec<(&'static str, &str)> {
+        major_env(self.major.as_deref())
     }
 
     /// A streaming standby of `primary` (a `pg_basebackup`, with `settings` added), not started.
@@ -107,6 +150,7 @@ impl Cluster {
             dir,
             port: port.parse().unwrap(),
             faketime_file: None,
+            major: None,
         }
     }
 
@@ -129,11 +173,12 @@ impl Cluster {
             dir,
             port,
             faketime_file: None,
+            major: None,
         }
     }
 
     pub fn promote(&self) {
-        run(&["promote", self.dir.to_str().unwrap()], &[]);
+        run(&["promote", self.dir.to_str().unwrap()], &self.env());
     }
 
     pub fn in_recovery(&self) -> bool {
@@ -191,22 +236,24 @@ impl Cluster {
     }
 
     pub fn start(&self) {
-        let mut env = vec![];
-        let file;
-        if let Some(f) = &self.faketime_file {
-            file = f.to_str().unwrap().to_string();
+        let file = self
+            .faketime_file
+            .as_ref()
+            .map(|f| f.to_str().unwrap().to_string());
+        let mut env = self.env();
+        if let Some(file) = &file {
             env.push(("FAKETIME_FILE", file.as_str()));
         }
         run(&["start", self.dir.to_str().unwrap()], &env);
     }
 
     pub fn stop(&self) {
-        run(&["stop", self.dir.to_str().unwrap(), "fast"], &[]);
+        run(&["stop", self.dir.to_str().unwrap(), "fast"], &self.env());
     }
 
     /// `kill -9` of the postmaster: a crash.
     pub fn kill_postmaster(&self) {
-        run(&["kill", self.dir.to_str().unwrap()], &[]);
+        run(&["kill", self.dir.to_str().unwrap()], &self.env());
     }
 
     pub fn postmaster_pid(&self) -> i32 {
@@ -255,6 +302,7 @@ impl Drop for Cluster {
         }
         let _ = Command::new(script())
             .args(["destroy", self.dir.to_str().unwrap()])
+            .envs(self.env())
             .output();
         if let Some(f) = &self.faketime_file {
             let _ = std::fs::remove_file(f);

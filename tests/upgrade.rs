@@ -1,0 +1,342 @@
+//! Upgrades: the extension from 0.1.0 to 0.2.0 in place (`ALTER EXTENSION ... UPDATE`) while a
+//! session keeps inserting, and a cluster from PostgreSQL 15 to 18 with `pg_upgrade` (copy and
+//! link), its clock an hour back. Needs the extension installed for 15 and 18 (scripts/test.sh
+//! runs it after both).
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The extension directory of a major, from its pg_config.
+fn extension_dir(bin: &Path) -> PathBuf {
+    let out = Command::new(bin.join("pg_config"))
+        .arg("--sharedir")
+        .output()
+        .unwrap();
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("extension")
+}
+
+/// Every upgrade script in sql/.
+fn upgrade_scripts() -> Vec<String> {
+    let mut scripts: Vec<String> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("sql"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| {
+                n.starts_with("snowflake_ext--")
+                    && n.matches("--").count() == 2
+                    && n.ends_with(".sql")
+            })
+            .collect();
+    scripts.sort();
+    scripts
+}
+
+#[test]
+fn every_upgrade_script_is_installed() {
+    let scripts = upgrade_scripts();
+    assert!(
+        scripts.contains(&"snowflake_ext--0.1.0--0.2.0.sql".to_string()),
+        "{scripts:?}"
+    );
+    let dir = extension_dir(&pg_bin(""));
+    for script in scripts {
+        assert!(
+            dir.join(&script).exists(),
+            "{script} is not installed in {}",
+            dir.display()
+        );
+    }
+}
+
+/// 0.1.0's install script, from the fixtures, where CREATE EXTENSION ... VERSION '0.1.0'
+/// finds it; removed again when dropped.
+struct OldVersion(PathBuf);
+
+impl OldVersion {
+    fn install() -> OldVersion {
+        let path = extension_dir(&pg_bin("")).join("snowflake_ext--0.1.0.sql");
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/snowflake_ext--0.1.0.sql"),
+            &path,
+        )
+        .unwrap();
+        OldVersion(path)
+    }
+}
+
+impl Drop for OldVersion {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `pg_dump --schema-only --binary-upgrade` (which lists an extension's objects one by one) of
+/// a database, without the lines that differ between any two dumps.
+fn schema_of(cluster: &Cluster, db: &str) -> String {
+    let port = cluster.port.to_string();
+    let out = Command::new(pg_bin("pg_dump"))
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            "postgres",
+            "--schema-only",
+            "--binary-upgrade",
+            db,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            !(l.is_empty()
+                || l.starts_with("--")
+                || l.contains("binary_upgrade_set_next")
+                || l.starts_with("\\restrict")
+                || l.starts_with("\\unrestrict"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn alter_extension_update_from_0_1_0_gives_a_fresh_install_and_inserts_go_on() {
+    let _old = OldVersion::install();
+    let cluster = Cluster::new("ext-update", &["snowflake.worker_id=8"]);
+    cluster.start();
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE DATABASE old").unwrap();
+    admin.batch_execute("CREATE DATABASE fresh").unwrap();
+    let mut old = cluster.connect_to("old");
+    old.batch_execute(
+        "CREATE EXTENSION snowflake_ext VERSION '0.1.0';
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);",
+    )
+    .unwrap();
+    // The new library serves the database still at 0.1.0: generation, decoding, statistics.
+    let id: i64 = old
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    let worker: i32 = old
+        .query_one("SELECT snowflake_worker($1)", &[&id])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker, 8);
+    let issued: i64 = old
+        .query_one("SELECT issued FROM snowflake_stats WHERE worker = 8", &[])
+        .unwrap()
+        .get(0);
+    assert!(issued >= 1);
+
+    // A session inserts all along; the update happens under it.
+    let stop = Arc::new(AtomicBool::new(false));
+    let inserter = {
+        let stop = stop.clone();
+        let conninfo = cluster.conninfo("old");
+        std::thread::spawn(move || {
+            let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+            let mut ids = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let id: i64 = c
+                    .query_one("INSERT INTO t (v) VALUES (1) RETURNING id", &[])
+                    .unwrap()
+                    .get(0);
+                ids.push(id);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            ids
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    old.batch_execute("ALTER EXTENSION snowflake_ext UPDATE")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let ids = inserter.join().unwrap();
+    assert!(ids.len() > 50, "only {} inserts", ids.len());
+    assert_strictly_increasing(&ids);
+    let version: String = old
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_ext'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "0.2.0");
+
+    old.batch_execute("DROP TABLE t").unwrap();
+    cluster
+        .connect_to("fresh")
+        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    let (updated, fresh) = (schema_of(&cluster, "old"), schema_of(&cluster, "fresh"));
+    assert!(fresh.contains("snowflake_restore_mark"), "{fresh}");
+    assert_eq!(
+        updated, fresh,
+        "the updated schema differs from a fresh install"
+    );
+}
+
+/// The extension's files, as installed for PostgreSQL 15, copied into the 15.19 build that
+/// the pg_upgrade test starts from (the same major: the same library serves both).
+fn install_into_15_19() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(copy_into_15_19);
+}
+
+fn copy_into_15_19() {
+    let config = |bin: PathBuf, what: &str| -> PathBuf {
+        let out = Command::new(bin.join("pg_config"))
+            .arg(what)
+            .output()
+            .unwrap();
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    };
+    let (from, to) = (bindir_of("15"), bindir_of("15.19"));
+    std::fs::copy(
+        config(from.clone(), "--pkglibdir").join("snowflake_ext.so"),
+        config(to.clone(), "--pkglibdir").join("snowflake_ext.so"),
+    )
+    .unwrap();
+    for entry in std::fs::read_dir(config(from, "--sharedir").join("extension")).unwrap() {
+        let entry = entry.unwrap();
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("snowflake_ext")
+        {
+            std::fs::copy(
+                entry.path(),
+                config(to.clone(), "--sharedir")
+                    .join("extension")
+                    .join(entry.file_name()),
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// pg_upgrade from 15 to 18 of a cluster that issued ids; the new cluster starts with its
+/// clock an hour back and mints above them. The old cluster is 15.19: Debian's 15.20 gives
+/// every column an attribute option that 18.6, the newest 18 available here, cannot restore
+/// (see scripts/pg-major), which breaks pg_upgrade for any table.
+fn upgrade_15_to_18(mode: &str) {
+    install_into_15_19();
+    let old = Cluster::new_on(
+        Some("15.19"),
+        &format!("major-old{mode}"),
+        &["snowflake.worker_id=7"],
+    );
+    old.start();
+    old.connect()
+        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    let mut largest = 0;
+    for _ in 0..3 {
+        let last: i64 = old
+            .connect()
+            .query_one(
+                "SELECT snowflake_lastval() FROM (SELECT x FROM snowflake_nextval_batch(1000000) x LIMIT 1) one",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        largest = largest.max(last);
+    }
+    old.stop();
+    let mut new = Cluster::new_on(
+        Some("18"),
+        &format!("major-new{mode}"),
+        &["snowflake.worker_id=7"],
+    );
+    let work = test_dir(&format!("major-work{mode}"));
+    std::fs::create_dir_all(&work).unwrap();
+    Command::new("chown")
+        .args(["postgres:postgres", work.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let (p1, p2) = (free_port().to_string(), free_port().to_string());
+    let (b15, b18) = (old.bin(""), new.bin(""));
+    let args = |extra: &str| -> Vec<String> {
+        [
+            "-b",
+            b15.to_str().unwrap(),
+            "-B",
+            b18.to_str().unwrap(),
+            "-d",
+            old.dir.to_str().unwrap(),
+            "-D",
+            new.dir.to_str().unwrap(),
+            "-p",
+            &p1,
+            "-P",
+            &p2,
+            extra,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let upgrade = new.bin("pg_upgrade");
+    let check = args("--check");
+    let out = run_as_postgres(
+        &work,
+        &upgrade,
+        &check.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert!(out.contains("Clusters are compatible"), "{out}");
+    let real = args(mode);
+    run_as_postgres(
+        &work,
+        &upgrade,
+        &real.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    new.use_faketime();
+    new.set_clock_offset(-3600);
+    new.start();
+    let mut c = new.connect();
+    let version: String = c.query_one("SHOW server_version_num", &[]).unwrap().get(0);
+    assert!(version.starts_with("18"), "{version}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let lowest: i64 = loop {
+        match c.query_one(
+            "SELECT min(x) FROM (SELECT snowflake_nextval() x FROM generate_series(1, 1000)) s",
+            &[],
+        ) {
+            Ok(row) => break row.get(0),
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("waiting: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => panic!("{e}\n{}", new.log()),
+        }
+    };
+    assert!(
+        lowest > largest,
+        "after pg_upgrade {mode} 15 to 18: {lowest} is not above {largest}"
+    );
+}
+
+#[test]
+fn pg_upgrade_from_15_to_18_copy_carries_the_marks() {
+    upgrade_15_to_18("--copy");
+}
+
+#[test]
+fn pg_upgrade_from_15_to_18_link_carries_the_marks() {
+    upgrade_15_to_18("--link");
+}
