@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use PgSqlErrorCode::*;
 
-const ANSWER_LIMIT: Duration = Duration::from_secs(30);
+const ANSWER_LIMIT: Duration = Duration::from_millis(crate::control::ASK_EXPIRES_MS);
 
 /// Every worker's ids from now on are above `above`; also accepts the marks table as it is
 /// when the marks are in doubt. Returns the smallest id any worker may issue next.
@@ -97,6 +97,23 @@ fn snowflake_rewind(
             "snowflake_rewind undoes a forward jump of the system clock that the worker followed (the server log \
              says \"follows the system clock, which jumped forward\"); snowflake_stats shows clock_jumps.",
         ),
+        (Answer::RewindRefused(RewindRefusal::StillReserved { from, to }), _) => errors::raise(
+            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "snowflake worker {worker} still skips the ids {} to {} of an earlier rewind",
+                layout.id_from_tick(from, worker),
+                layout.id_from_tick(to, worker)
+            ),
+            Some("A worker keeps one reserved range at a time, until its time passes it.".into()),
+            "Give the worker another worker id to go on with (snowflake.worker_id), or restore its mark above \
+             the jump with snowflake_restore_mark(worker, id).",
+        ),
+        (Answer::RewindRefused(RewindRefusal::NothingIssued), _) => errors::raise(
+            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("snowflake worker {worker} issued no id after the clock jump it followed: nothing to undo"),
+            None,
+            "The server restarted below the jump, so the worker already follows the clock; the jump is forgotten.",
+        ),
         (Answer::RewindRefused(RewindRefusal::ClockStillAhead { jump_from }), _) => errors::raise(
             ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!(
@@ -177,6 +194,7 @@ fn ask(shared: &Shared, ask: Ask) -> (Answer, String) {
             let mut control = shared.control();
             if control.asked == control.answered {
                 control.ask = ask;
+                control.asked_at_ms = crate::clock::boot_ms();
                 control.answer = Answer::Pending;
                 control.answer_text.set("");
                 control.asked += 1;
@@ -190,7 +208,10 @@ fn ask(shared: &Shared, ask: Ask) -> (Answer, String) {
         {
             let control = shared.control();
             if control.answered >= mine {
-                return (control.answer, control.answer_text.get());
+                let answer = (control.answer, control.answer_text.get());
+                drop(control);
+                crate::wait::done();
+                return answer;
             }
         }
         wait_answer(since);

@@ -48,6 +48,21 @@ impl Text {
     }
 }
 
+/// How long a request waits in the mailbox before the writer drops it (the asking session
+/// gives up then too).
+pub const ASK_EXPIRES_MS: u64 = 30_000;
+
+/// The marks table the writer writes, kept here so that a restarted writer knows it too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TableState {
+    /// The token for its header row (0: not chosen yet).
+    pub token: u64,
+    /// Where the table holding that token is, once it has been written (`None`: not yet).
+    pub identity: Option<snowflake_core::token::Identity>,
+    /// Whether the token file names that table.
+    pub token_file_ok: bool,
+}
+
 /// What an administrator asks the writer to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Ask {
@@ -82,8 +97,8 @@ pub struct Control {
     /// Whether the marks were loaded since shared memory was created (a restarted writer
     /// then keeps the slots as they are).
     pub loaded: bool,
-    /// The token of the marks table the writer writes (0: none yet).
-    pub token: u64,
+    /// The marks table the writer writes.
+    pub table: TableState,
     /// Why the state is `NoExtension` or `InDoubt`.
     pub why: Text,
     /// Whether writing marks fails at the moment, with what, and how many attempts failed in a
@@ -94,7 +109,9 @@ pub struct Control {
     /// Attempts of the writer to connect to the marks database that did not succeed (a failed
     /// connection ends the process; the next one waits longer before it tries).
     pub connect_attempts: u32,
-    /// The mailbox: `asked` counts requests, `answered` the requests done.
+    /// The mailbox: `asked` counts requests, `answered` the requests done. A request not
+    /// taken within `ASK_EXPIRES_MS` of `asked_at_ms` (boot clock) is dropped, not done late.
+    pub asked_at_ms: u64,
     pub asked: u64,
     pub answered: u64,
     pub ask: Ask,

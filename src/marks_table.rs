@@ -21,10 +21,12 @@
 //! needs snowflake_ext to be installed in no particular database, at no particular version.
 //! Only superusers can read it.
 
+use pgrx::pg_sys;
 use pgrx::spi::Spi;
 use snowflake_core::layout::Layout;
 use snowflake_core::marks::Persisted;
 use snowflake_core::startup::{Meta, FORMAT};
+use snowflake_core::token::Identity;
 
 pub const SCHEMA: &str = "snowflake_ext_state";
 
@@ -52,26 +54,57 @@ CREATE TABLE IF NOT EXISTS snowflake_ext_state.marks (
 REVOKE ALL ON snowflake_ext_state.meta, snowflake_ext_state.marks FROM PUBLIC;
 ";
 
-/// The header row, if the tables exist and have one.
-pub fn read_meta() -> Option<Meta> {
-    let exists = Spi::get_one::<bool>(
-        "SELECT pg_catalog.to_regclass('snowflake_ext_state.meta') IS NOT NULL",
+/// The header row and where the table is: `None` if the marks schema does not exist (nothing
+/// was ever persisted here, or it was dropped); an error if the schema exists but the header
+/// cannot be read, which is doubt, not a first start.
+pub fn read_meta() -> Result<Option<Meta>, String> {
+    let schema = Spi::get_one::<bool>(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace
+                        WHERE nspname OPERATOR(pg_catalog.=) 'snowflake_ext_state')",
     )
-    .ok()
-    .flatten()
+    .map_err(|e| e.to_string())?
+    .unwrap_or(false);
+    if !schema {
+        return Ok(None);
+    }
+    let exists = Spi::get_one::<bool>(
+        "SELECT pg_catalog.to_regclass('snowflake_ext_state.meta') IS NOT NULL
+            AND pg_catalog.to_regclass('snowflake_ext_state.marks') IS NOT NULL",
+    )
+    .map_err(|e| e.to_string())?
     .unwrap_or(false);
     if !exists {
-        return None;
+        return Err("the schema snowflake_ext_state exists, but its tables are missing".into());
     }
     let (format, layout, token) = Spi::get_three::<i32, String, i64>(
         "SELECT format, layout, token FROM snowflake_ext_state.meta",
     )
-    .ok()?;
-    Some(Meta {
-        format: format?,
-        layout: layout?,
-        token: token? as u64,
-    })
+    .map_err(|e| e.to_string())?;
+    match (format, layout, token) {
+        (Some(format), Some(layout), Some(token)) => Ok(Some(Meta {
+            format,
+            layout,
+            identity: identity(token as u64)?,
+        })),
+        _ => Err("the header row of snowflake_ext_state.meta is missing".into()),
+    }
+}
+
+/// The identity of the marks table here, with `token`.
+fn identity(token: u64) -> Result<Identity, String> {
+    let (database, table) = Spi::get_two::<pg_sys::Oid, pg_sys::Oid>(
+        "SELECT d.oid, 'snowflake_ext_state.marks'::pg_catalog.regclass::pg_catalog.oid
+         FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()",
+    )
+    .map_err(|e| e.to_string())?;
+    match (database, table) {
+        (Some(database), Some(table)) => Ok(Identity {
+            token,
+            database: database.to_u32(),
+            table: table.to_u32(),
+        }),
+        _ => Err("the marks table's OIDs cannot be read".into()),
+    }
 }
 
 /// Every worker's persisted state, in ticks. A row that does not decode in `layout` as an id
@@ -125,8 +158,8 @@ pub fn read_marks(layout: &Layout) -> Result<Vec<(u32, Persisted)>, String> {
 }
 
 /// Creates the tables if they are missing and makes `token` the table's token, in the
-/// writer's current transaction.
-pub fn claim(layout: &Layout, token: u64) {
+/// writer's current transaction; returns the table's identity.
+pub fn claim(layout: &Layout, token: u64) -> Identity {
     Spi::run(CREATE).expect("create the marks tables");
     Spi::run_with_args(
         "INSERT INTO snowflake_ext_state.meta (format, layout, token) VALUES ($1, $2, $3)
@@ -139,15 +172,17 @@ pub fn claim(layout: &Layout, token: u64) {
         ],
     )
     .expect("write the marks table's header");
+    identity(token).expect("the new marks table's identity")
 }
 
-/// The table's token, locked until the transaction ends, if the table is there.
-pub fn lock_token() -> Option<u64> {
-    read_meta()?;
-    Spi::get_one::<i64>("SELECT token FROM snowflake_ext_state.meta FOR UPDATE")
+/// The identity of the table, its header locked until the transaction ends, if the table is
+/// there.
+pub fn lock_identity() -> Option<Identity> {
+    read_meta().ok()??;
+    let token = Spi::get_one::<i64>("SELECT token FROM snowflake_ext_state.meta FOR UPDATE")
         .ok()
-        .flatten()
-        .map(|t| t as u64)
+        .flatten()?;
+    identity(token as u64).ok()
 }
 
 /// Writes the given workers' state, in the writer's current transaction.

@@ -116,7 +116,9 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
         }
         let params = Params::new(*crate::settings::layout());
         let workers = params.layout.workers();
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
+        // AddinShmemInitLock: entry 21 of the main LWLock array in every supported major
+        // (lwlocknames.txt); pgrx's own shared memory uses the same.
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
         let base = pg_sys::ShmemInitStruct(NAME.as_ptr(), segment_size(workers), &mut found);
@@ -192,9 +194,12 @@ impl Shared {
     }
 
     /// Asks the mark writer to look at the slots, waking it unless a request is pending.
+    /// SeqCst, like the writer's clearing of the flag before it scans and `Slot::want`: either
+    /// the writer's scan sees what this caller stored, or this caller sees the flag cleared and
+    /// sets the latch.
     #[inline]
     pub fn request_renewal(&self) {
-        if !self.renewal_requested.load(Relaxed) && !self.renewal_requested.swap(true, AcqRel) {
+        if !self.renewal_requested.load(SeqCst) && !self.renewal_requested.swap(true, SeqCst) {
             let latch = self.writer_latch.load(Acquire);
             if latch != 0 {
                 // SAFETY: the writer's latch lives in its PGPROC, in shared memory, for as long
@@ -239,9 +244,9 @@ impl std::ops::DerefMut for ControlGuard<'_> {
 
 impl Drop for ControlGuard<'_> {
     fn drop(&mut self) {
-        // SAFETY: we hold the lock. An ERROR unwinding through here has already released every
-        // LWLock (and reset the holdoff count), so release only when that is not the case, as
-        // pgrx's own guards do.
+        // SAFETY: we hold the lock. Nothing under it raises an ERROR; if one ever did, PostgreSQL
+        // would release every LWLock at the abort, and it resets the holdoff count first, so
+        // release only while that count says we still hold one, as pgrx's own guards do.
         unsafe {
             if pg_sys::InterruptHoldoffCount > 0 {
                 pg_sys::LWLockRelease(self.shared.lock);

@@ -5,7 +5,7 @@
 //! directory fsynced) and read back to verify, so it is never torn, short or over-long.
 
 use snowflake_core::startup::TokenFile;
-use snowflake_core::token;
+use snowflake_core::token::{self, Identity};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
@@ -34,7 +34,7 @@ pub fn read() -> TokenFile {
     }
 }
 
-pub fn write(value: u64) -> io::Result<()> {
+pub fn write(value: &Identity) -> io::Result<()> {
     if !Path::new(DIR).is_dir() {
         fs::create_dir(DIR)?;
         File::open(".")?.sync_all()?;
@@ -51,9 +51,9 @@ pub fn write(value: u64) -> io::Result<()> {
     fs::rename(TEMP, PATH)?;
     File::open(DIR)?.sync_all()?;
     match read() {
-        TokenFile::Token(t) if t == value => Ok(()),
+        TokenFile::Token(t) if t == *value => Ok(()),
         other => Err(io::Error::other(format!(
-            "{PATH} reads back as {other:?} after writing token {value:016x}"
+            "{PATH} reads back as {other:?} after writing {value:?}"
         ))),
     }
 }

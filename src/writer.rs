@@ -24,7 +24,7 @@
 //! restarts it a second later unless the server is shutting down. An error or a crash of the
 //! writer is restarted the same way; shared memory keeps the workers' state meanwhile.
 
-use crate::control::{Answer, Ask, State};
+use crate::control::{Answer, Ask, State, TableState, ASK_EXPIRES_MS};
 use crate::shmem::{self, Shared};
 use crate::{clock, errors, marks_table, settings, token_file};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
@@ -35,7 +35,7 @@ use snowflake_core::layout::Layout;
 use snowflake_core::legacy;
 use snowflake_core::marks::{self, Persisted};
 use snowflake_core::startup::{self, Decision, Legacy};
-use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::time::{Duration, Instant};
 
 const NAME: &str = "snowflake_ext mark writer";
@@ -66,6 +66,10 @@ pub fn register() {
 static TERMINATE: AtomicBool = AtomicBool::new(false);
 /// Whether the writer is inside a transaction (see `transaction`).
 static IN_TRANSACTION: AtomicBool = AtomicBool::new(false);
+/// Counts SIGTERMs and SIGINTs. Either one cuts short a wait for a synchronous standby, after
+/// which the commit returns as if it were complete: a write during which one arrived is not
+/// trusted (`Writer::write`).
+static SIGNALS: AtomicU64 = AtomicU64::new(0);
 
 /// SIGTERM: stop at the next safe point. Inside a transaction it also cancels what the writer
 /// waits for (a lock, a synchronous standby), the way a query cancel would, so that a shutdown
@@ -78,6 +82,24 @@ unsafe extern "C-unwind" fn on_sigterm(_signal: i32) {
     unsafe {
         let saved = *libc::__errno_location();
         TERMINATE.store(true, SeqCst);
+        SIGNALS.fetch_add(1, SeqCst);
+        if IN_TRANSACTION.load(SeqCst) {
+            pg_sys::QueryCancelPending = 1;
+            pg_sys::InterruptPending = 1;
+        }
+        pg_sys::SetLatch(pg_sys::MyLatch);
+        *libc::__errno_location() = saved;
+    }
+}
+
+/// SIGINT (`pg_cancel_backend`): cancels what the writer waits for in a transaction, like
+/// PostgreSQL's own handler, and is noted, since it too ends a wait for a standby.
+// SAFETY: installed as a signal handler only; it does nothing a handler may not.
+unsafe extern "C-unwind" fn on_sigint(_signal: i32) {
+    // SAFETY: as in `on_sigterm`.
+    unsafe {
+        let saved = *libc::__errno_location();
+        SIGNALS.fetch_add(1, SeqCst);
         if IN_TRANSACTION.load(SeqCst) {
             pg_sys::QueryCancelPending = 1;
             pg_sys::InterruptPending = 1;
@@ -107,6 +129,7 @@ pub extern "C-unwind" fn snowflake_mark_writer_main(_arg: pg_sys::Datum) {
     // every background worker does.
     unsafe {
         install_handler(libc::SIGTERM, on_sigterm);
+        install_handler(libc::SIGINT, on_sigint);
         install_handler(libc::SIGHUP, on_sighup);
         pg_sys::BackgroundWorkerUnblockSignals();
     }
@@ -175,10 +198,8 @@ struct Writer {
     p: Params,
     /// Per worker, what is in the marks table.
     disk: Vec<Persisted>,
-    /// The marks table's token, and whether the table and the token file both carry it.
-    token: u64,
-    claimed: bool,
-    token_file_ok: bool,
+    /// The marks table it writes (also in the control block).
+    table: TableState,
     /// Write failures, and doubt about the marks: each logged at most once a minute.
     trouble: Trouble,
     doubt: Trouble,
@@ -191,9 +212,7 @@ impl Writer {
             shared,
             p,
             disk: vec![Persisted::default(); p.layout.workers()],
-            token: 0,
-            claimed: false,
-            token_file_ok: false,
+            table: TableState::default(),
             trouble: Trouble::default(),
             doubt: Trouble::default(),
         }
@@ -207,20 +226,21 @@ impl Writer {
         // SAFETY: MyLatch is this process's latch, in its PGPROC in shared memory.
         let latch = unsafe { pg_sys::MyLatch } as usize;
         self.shared.writer_latch.store(latch, Release);
-        transaction(|| {
+        // Without these settings marks could be committed asynchronously, or name lookups
+        // could run code planted on a search path: no session, no writer (it is restarted).
+        if let Err(e) = transaction(|| {
             Spi::run(
                 "SET search_path = pg_catalog, pg_temp; SET synchronous_commit = on;
-                 SET lock_timeout = '5s'; SET statement_timeout = '30s';
-                 SET idle_in_transaction_session_timeout = 0",
+                 SET lock_timeout = '5s'; SET idle_in_transaction_session_timeout = 0",
             )
             .expect("set up the session")
-        })
-        .unwrap_or_else(|e| {
+        }) {
             errors::warn(
                 format!("snowflake: {NAME} could not set up its session: {e}"),
                 "",
-            )
-        });
+            );
+            exit();
+        }
         let restarted = self.shared.control().loaded;
         if restarted {
             self.resume();
@@ -255,20 +275,27 @@ impl Writer {
         }
     }
 
-    /// After a restart of the writer alone: the slots are as the last writer left them.
+    /// After a restart of the writer alone: the slots are as the last writer left them. What
+    /// is durable is read again from the table; every worker whose state differs from it (a
+    /// write that failed before the restart) is written again.
     fn resume(&mut self) {
-        let (token, state) = {
+        let (table, state) = {
             let control = self.shared.control();
-            (control.token, control.state)
+            (control.table, control.state)
         };
         if state != State::Ready {
             return;
         }
-        self.token = token;
-        self.claimed = true;
-        self.token_file_ok = true;
-        for (w, slot) in self.shared.slots().iter().enumerate() {
-            self.disk[w] = marks::persisted(slot, slot.mark.load(Acquire));
+        self.table = table;
+        let layout = *self.layout();
+        self.disk.fill(Persisted::default());
+        if let Ok(Ok(rows)) = transaction(move || marks_table::read_marks(&layout)) {
+            for (w, persisted) in rows {
+                self.disk[w as usize] = persisted;
+            }
+        }
+        for slot in self.shared.slots() {
+            slot.dirty.store(true, Release);
             marks::reopen(slot);
         }
         self.shared.broadcast();
@@ -278,11 +305,16 @@ impl Writer {
         );
     }
 
+    fn set_table(&mut self, table: TableState) {
+        self.table = table;
+        self.shared.control().table = table;
+    }
+
     /// Loads the marks at start, or finds out why they cannot be.
     fn load(&mut self) {
         let layout = *self.layout();
-        let found = transaction(|| {
-            let meta = marks_table::read_meta();
+        let found = transaction(|| -> Result<_, String> {
+            let meta = marks_table::read_meta()?;
             let legacy = if meta.is_none() {
                 read_legacy()
             } else {
@@ -290,24 +322,21 @@ impl Writer {
             };
             let decision = startup::decide(meta.as_ref(), &token_file::read(), &legacy, &layout);
             let rows = match &decision {
-                Decision::Load { .. } => marks_table::read_marks(&layout),
-                _ => Ok(Vec::new()),
+                Decision::Load { .. } => marks_table::read_marks(&layout)?,
+                _ => Vec::new(),
             };
-            (meta, decision, rows)
+            Ok((meta, decision, rows))
         });
         let (meta, decision, rows) = match found {
-            Ok(found) => found,
-            Err(e) => {
-                return self.set_state(State::Starting, &format!("reading the marks failed: {e}"))
-            }
-        };
-        let rows = match rows {
-            Ok(rows) => rows,
-            Err(e) => {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => {
                 return self.set_state(
                     State::InDoubt,
                     &format!("the marks table cannot be read: {e}"),
                 )
+            }
+            Err(e) => {
+                return self.set_state(State::Starting, &format!("reading the marks failed: {e}"))
             }
         };
         match decision {
@@ -319,9 +348,10 @@ impl Writer {
                         "snowflake_ext 0.1.0 left lease files in the default layout, but snowflake.layout is another",
                     );
                 }
-                self.token = random_token();
-                self.claimed = false;
-                self.token_file_ok = false;
+                self.set_table(TableState {
+                    token: random_token(),
+                    ..TableState::default()
+                });
                 let legacy = legacy.unwrap_or_default();
                 for (w, slot) in self.shared.slots().iter().enumerate() {
                     let mark = legacy.get(w).copied().unwrap_or(0).min(self.p.tick_limit);
@@ -347,9 +377,11 @@ impl Writer {
             }
             Decision::Load { write_token } => {
                 let meta = meta.expect("a table to load");
-                self.token = meta.token;
-                self.claimed = true;
-                self.token_file_ok = !write_token;
+                self.set_table(TableState {
+                    token: meta.identity.token,
+                    identity: Some(meta.identity),
+                    token_file_ok: !write_token,
+                });
                 self.disk.fill(Persisted::default());
                 let mut loaded = vec![Persisted::default(); self.disk.len()];
                 for (w, persisted) in rows {
@@ -365,7 +397,6 @@ impl Writer {
             let mut control = self.shared.control();
             control.loaded = true;
             control.state = State::Ready;
-            control.token = self.token;
             control.why.set("");
         }
         self.shared.broadcast();
@@ -404,7 +435,7 @@ impl Writer {
                 due.push((w as u32, want));
             }
         }
-        if due.is_empty() && (self.token_file_ok || !self.claimed) {
+        if due.is_empty() && (self.table.token_file_ok || self.table.identity.is_none()) {
             return Ok(());
         }
         match self.write(&due) {
@@ -429,41 +460,61 @@ impl Writer {
         }
     }
 
-    /// Writes `rows` durably: the table (claiming it first if needed), then the token file.
+    /// Writes `rows` durably: the table (claiming it first if it is not the one this writer
+    /// wrote before), then the token file. A write during which a cancel or a terminate
+    /// arrived is not trusted, because that ends a wait for a synchronous standby early.
     fn write(&mut self, rows: &[(u32, Persisted)]) -> Result<(), String> {
         let layout = *self.layout();
-        let token = self.token;
-        let claimed = self.claimed;
+        let table = self.table;
         let disk = self.disk.clone();
-        transaction(move || {
-            if marks_table::lock_token() != Some(token) {
-                marks_table::claim(&layout, token);
-                if claimed {
-                    errors::warn(
-                        format!(
-                            "snowflake: the marks table {}.marks was dropped or replaced while the server ran; \
-                             rewriting it from memory",
-                            marks_table::SCHEMA
-                        ),
-                        "This server's own state in shared memory covers every id it issued.",
-                    );
-                    let known: Vec<(u32, Persisted)> = disk
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, p)| **p != Persisted::default())
-                        .map(|(w, p)| (w as u32, *p))
-                        .collect();
-                    marks_table::write(&layout, &known);
+        let signals = SIGNALS.load(SeqCst);
+        let identity = transaction(move || {
+            let identity = match marks_table::lock_identity() {
+                Some(current) if Some(current) == table.identity => current,
+                _ => {
+                    let identity = marks_table::claim(&layout, table.token);
+                    if table.identity.is_some() {
+                        errors::warn(
+                            format!(
+                                "snowflake: the marks table {}.marks was dropped or replaced while the server ran; \
+                                 rewriting it from memory",
+                                marks_table::SCHEMA
+                            ),
+                            "This server's own state in shared memory covers every id it issued.",
+                        );
+                        let known: Vec<(u32, Persisted)> = disk
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, p)| **p != Persisted::default())
+                            .map(|(w, p)| (w as u32, *p))
+                            .collect();
+                        marks_table::write(&layout, &known);
+                    }
+                    identity
                 }
-            }
+            };
             marks_table::write(&layout, rows);
+            identity
         })?;
-        self.claimed = true;
-        if !self.token_file_ok {
-            token_file::write(self.token).map_err(|e| {
+        if SIGNALS.load(SeqCst) != signals {
+            return Err(
+                "the write was interrupted by a cancel or a shutdown; its commit may not have \
+                        reached a synchronous standby"
+                    .into(),
+            );
+        }
+        let mut table = self.table;
+        if table.identity != Some(identity) {
+            table.identity = Some(identity);
+            table.token_file_ok = false;
+        }
+        self.set_table(table);
+        if !table.token_file_ok {
+            token_file::write(&identity).map_err(|e| {
                 format!("the marks were committed, but the token file could not be written: {e}")
             })?;
-            self.token_file_ok = true;
+            table.token_file_ok = true;
+            self.set_table(table);
         }
         Ok(())
     }
@@ -514,11 +565,8 @@ impl Writer {
     /// Takes the administrator's request, if one is pending, and applies what must happen in
     /// shared memory; `pass` then persists it.
     fn take_ask(&mut self) -> Option<Ask> {
+        let ask = self.pending_ask()?;
         let mut control = self.shared.control();
-        if control.asked == control.answered {
-            return None;
-        }
-        let ask = control.ask;
         match ask {
             Ask::Nothing => {}
             Ask::Restore { worker, floor } => {
@@ -540,15 +588,36 @@ impl Writer {
         Some(ask)
     }
 
+    /// The request in the mailbox, if there is one the asking session still waits for; an
+    /// older one is dropped, answered as expired, so that nothing is done behind its back.
+    fn pending_ask(&mut self) -> Option<Ask> {
+        let mut control = self.shared.control();
+        if control.asked == control.answered {
+            return None;
+        }
+        if clock::boot_ms().saturating_sub(control.asked_at_ms) > ASK_EXPIRES_MS {
+            control.answer = Answer::Failed;
+            control
+                .answer_text
+                .set("the request expired before the mark writer could take it");
+            control.answered = control.asked;
+            drop(control);
+            self.shared.broadcast();
+            return None;
+        }
+        Some(control.ask)
+    }
+
     /// Answers the pending request once `pass` has persisted what it changed.
     fn answer(&mut self, ask: Ask, written: Result<(), String>) {
         let mut control = self.shared.control();
         if let Err(e) = written {
             if !matches!(control.answer, Answer::RewindRefused(_)) {
                 control.answer = Answer::Failed;
-                control
-                    .answer_text
-                    .set(&format!("persisting the change failed: {e}"));
+                control.answer_text.set(&format!(
+                    "the change is in effect, but persisting it failed ({e}); the mark writer keeps \
+                     trying, and until it succeeds no id beyond the current marks is issued"
+                ));
             }
         }
         if let (Ask::Restore { worker, .. }, Answer::Restored { .. }) = (ask, control.answer) {
@@ -568,18 +637,16 @@ impl Writer {
     /// every worker raised above the given floor.
     fn accept_in_doubt(&mut self, floor: u64) -> Result<u64, String> {
         let layout = *self.layout();
-        let rows = transaction(move || {
-            let meta = marks_table::read_meta();
-            match meta {
-                Some(m) if m.layout == layout.to_string() => {
-                    marks_table::read_marks(&layout).unwrap_or_default()
-                }
-                _ => Vec::new(),
+        let rows = transaction(move || match marks_table::read_meta() {
+            Ok(Some(m)) if m.layout == layout.to_string() => {
+                marks_table::read_marks(&layout).unwrap_or_default()
             }
+            _ => Vec::new(),
         })?;
-        self.token = random_token();
-        self.claimed = false;
-        self.token_file_ok = false;
+        self.set_table(TableState {
+            token: random_token(),
+            ..TableState::default()
+        });
         let mut loaded = vec![Persisted::default(); self.disk.len()];
         for (w, p) in rows {
             loaded[w as usize] = p;
@@ -686,11 +753,9 @@ impl Writer {
 /// A request the writer serves while the marks are in doubt: only a restore of every worker.
 impl Writer {
     fn serve_in_doubt(&mut self) {
-        let ask = {
-            let control = self.shared.control();
-            (control.asked != control.answered).then_some(control.ask)
+        let Some(ask) = self.pending_ask() else {
+            return;
         };
-        let Some(ask) = ask else { return };
         let answer = match ask {
             Ask::Restore { worker: None, floor } => self.accept_in_doubt(floor),
             _ => Err("the marks are in doubt for every worker: restore them all with snowflake_restore_mark(<id>) first".into()),
@@ -701,7 +766,6 @@ impl Writer {
                 control.answer = Answer::Restored { mark };
                 control.state = State::Ready;
                 control.loaded = true;
-                control.token = self.token;
                 control.why.set("");
             }
             Err(e) => {

@@ -109,7 +109,7 @@ fn the_token_file_or_its_directory_deleted_resumes_above_the_marks_table() {
     let largest = assert_mints_above(&cluster, largest);
     assert_eq!(
         std::fs::read(token_file(&cluster.dir)).unwrap().len(),
-        32,
+        snowflake_core::token::LEN,
         "rewritten"
     );
     restart_an_hour_back(&cluster, |dir| {
@@ -146,7 +146,7 @@ fn a_damaged_truncated_or_padded_token_file_refuses_until_restored() {
         largest = assert_mints_above(&cluster, largest);
         assert_eq!(
             std::fs::read(token_file(&cluster.dir)).unwrap().len(),
-            32,
+            snowflake_core::token::LEN,
             "{what}: the token file was not repaired"
         );
     }
@@ -377,6 +377,82 @@ fn a_marks_database_that_does_not_exist_refuses_ids_and_backs_off() {
     assert!(
         (2..=7).contains(&attempts),
         "{attempts} connection attempts in 22 s:\n{}",
+        cluster.log()
+    );
+}
+
+#[test]
+fn a_copy_of_the_marks_table_in_another_database_is_not_taken_for_the_servers_own() {
+    let (cluster, largest) = prepared("fault-copy");
+    // An old copy of the marks (dumped now, restored later into another database), and
+    // snowflake.database pointed at it: its token is the server's own, its database is not.
+    let port = cluster.port.to_string();
+    let dump = std::process::Command::new(pg_bin("pg_dump"))
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            "postgres",
+            "--inserts",
+            "-n",
+            "snowflake_ext_state",
+            "postgres",
+        ])
+        .output()
+        .unwrap();
+    assert!(dump.status.success());
+    assert_mints_above(&cluster, largest);
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE DATABASE copy").unwrap();
+    let script: String = String::from_utf8_lossy(&dump.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('\\'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    cluster.connect_to("copy").batch_execute(&script).unwrap();
+    c.batch_execute("ALTER SYSTEM SET snowflake.database = 'copy'")
+        .unwrap();
+    restart_an_hour_back(&cluster, |_| {});
+    assert_refused(&cluster, "replaced or copied");
+}
+
+#[test]
+fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
+    let (cluster, _) = prepared("fault-sync-cancel");
+    let mut c = cluster.connect();
+    // A synchronous standby that never comes: every commit waits for it.
+    c.batch_execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+        .unwrap();
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let conninfo = cluster.conninfo("postgres");
+    let asking = std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+        // A worker that never minted needs a first mark.
+        c.query_one("SELECT snowflake_nextval(77)", &[])
+            .map(|r| r.get::<_, i64>(0))
+            .map_err(|e| e.as_db_error().map(|d| d.code().code().to_string()))
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    // The wait for the standby is cancelled: the commit returns, but the mark is on no standby.
+    c.batch_execute(
+        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+         WHERE backend_type = 'snowflake_ext mark writer'",
+    )
+    .unwrap();
+    let outcome = asking.join().unwrap();
+    assert_eq!(
+        outcome,
+        Err(Some("55000".into())),
+        "an id was issued below a mark no standby has"
+    );
+    assert!(
+        cluster
+            .log()
+            .contains("canceling wait for synchronous replication"),
+        "{}",
         cluster.log()
     );
 }

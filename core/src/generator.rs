@@ -83,6 +83,9 @@ pub struct Slot {
     /// skips them when it reaches them (0: none).
     pub reserved_from: AtomicU64,
     pub reserved_to: AtomicU64,
+    /// Rows that arrived by replication carrying this worker id (counted by the replication
+    /// guard when it lets them through with a warning).
+    pub foreign_rows: AtomicU64,
 }
 
 impl Default for Slot {
@@ -108,6 +111,7 @@ impl Default for Slot {
             jump_base: AtomicU64::new(0),
             reserved_from: AtomicU64::new(0),
             reserved_to: AtomicU64::new(0),
+            foreign_rows: AtomicU64::new(0),
         }
     }
 }
@@ -209,6 +213,14 @@ impl Slot {
         {
             return Err(Miss::Contended);
         }
+        // The ticks are claimed; they are issued only if the mark, read again after the claim,
+        // still covers them. A mark read before the claim may be one the writer has lowered
+        // since (a clean stop, then a restarted writer that reopened the worker at the same
+        // word): such ticks are skipped, never handed out.
+        let mark = self.mark.load(Acquire);
+        if end > mark {
+            return Err(Miss::Slow);
+        }
         self.count(p, word, clock, end, n);
         Ok(Issued {
             first,
@@ -255,6 +267,11 @@ impl Slot {
         {
             return (Outcome::Contended, verdict.event);
         }
+        // As in `try_issue`: issued only if the mark still covers the claimed ticks.
+        let mark = self.mark.load(Acquire);
+        if end > mark {
+            return (Outcome::NeedMark { through: end - 1 }, verdict.event);
+        }
         self.count(p, word, verdict.clock, end, n);
         let issued = Issued {
             first,
@@ -294,7 +311,8 @@ impl Slot {
     /// A forward jump is followed from `from` on: moves the word there, so that every tick
     /// issued before the jump is below `jump_base` and every tick after it at or above
     /// `jump_from`, and remembers both for `rewind`. The oldest jump not rewound is kept.
-    fn record_jump(&self, p: &Params, from: u64) {
+    pub(crate) fn record_jump(&self, p: &Params, from: u64) {
+        let from = self.past_reserved(from);
         let before = self.word.fetch_max(from - 1, AcqRel) & !CLOSED;
         if self.jump_from.load(Relaxed) == 0 && from > before + 1 && from < p.tick_limit {
             self.jump_base.store(before + 1, Relaxed);
@@ -312,9 +330,22 @@ impl Slot {
         }
     }
 
-    /// Records that a caller needs ticks through `through`.
+    /// Records that a caller needs ticks through `through`. SeqCst, with the renewal flag's:
+    /// either the writer's scan sees this, or the caller sees the flag cleared and wakes it.
     pub fn want(&self, through: u64) {
-        self.wanted.fetch_max(through, AcqRel);
+        self.wanted.fetch_max(through, SeqCst);
+    }
+
+    /// The first tick at or after `tick` outside the reserved range: every move of the word
+    /// goes through here, so that no reserved tick is ever issued again.
+    pub fn past_reserved(&self, tick: u64) -> u64 {
+        let from = self.reserved_from.load(Relaxed);
+        let to = self.reserved_to.load(Relaxed);
+        if from != 0 && (from..=to).contains(&tick) {
+            to + 1
+        } else {
+            tick
+        }
     }
 
     pub fn timekeeper(&self) -> Timekeeper {

@@ -38,14 +38,19 @@ pub fn load(slot: &Slot, persisted: &Persisted) {
     slot.word.store(persisted.mark.saturating_sub(1), Release);
 }
 
-/// The persisted part of a worker's state as it stands, with `mark` as its mark.
+/// The persisted part of a worker's state as it stands, with `mark` as its mark. A reserved
+/// range below the mark is behind the worker for good and is not persisted any more.
 pub fn persisted(slot: &Slot, mark: u64) -> Persisted {
+    let (reserved_from, reserved_to) = match slot.reserved_to.load(Relaxed) {
+        to if mark > to => (0, 0),
+        to => (slot.reserved_from.load(Relaxed), to),
+    };
     Persisted {
         mark,
         jump_from: slot.jump_from.load(Relaxed),
         jump_base: slot.jump_base.load(Relaxed),
-        reserved_from: slot.reserved_from.load(Relaxed),
-        reserved_to: slot.reserved_to.load(Relaxed),
+        reserved_from,
+        reserved_to,
     }
 }
 
@@ -59,7 +64,7 @@ pub fn renewal(slot: &Slot, p: &Params, clock: u64) -> Option<u64> {
     skip_reserved(slot);
     let last = slot.last();
     let mark = slot.mark.load(Acquire);
-    let wanted = slot.wanted.load(Acquire);
+    let wanted = slot.wanted.load(SeqCst);
     let clock_tick = clock.min(p.tick_limit >> p.seq_bits) << p.seq_bits;
     let horizon = last.max(clock_tick).max(wanted);
     let waited_for = wanted != 0 && wanted >= mark;
@@ -85,23 +90,26 @@ pub fn due(slot: &Slot, p: &Params, clock: u64, on_disk: &Persisted) -> Option<P
     (target.is_some() || (dirty && now != *on_disk)).then_some(now)
 }
 
-/// When a caller needs ticks in the reserved range, moves the worker past it and forgets it.
+/// When a caller needs ticks in the reserved range, moves the worker past it. The range is
+/// forgotten only once a mark above it is durable (`grant`); until then a clean stop or a
+/// crash keeps it persisted.
 fn skip_reserved(slot: &Slot) {
     let from = slot.reserved_from.load(Relaxed);
-    if from == 0 || slot.wanted.load(Acquire) < from || slot.last() >= from {
+    if from == 0 || slot.wanted.load(SeqCst) < from || slot.last() >= from {
         return;
     }
-    let to = slot.reserved_to.load(Relaxed);
-    slot.word.fetch_max(to, AcqRel);
-    slot.reserved_from.store(0, Relaxed);
-    slot.reserved_to.store(0, Relaxed);
-    slot.dirty.store(true, Release);
+    slot.word.fetch_max(slot.reserved_to.load(Relaxed), AcqRel);
 }
 
 /// Records that `mark` is durable: raises the worker's mark to it and clears the request it
 /// met.
 pub fn grant(slot: &Slot, mark: u64) {
     slot.mark.fetch_max(mark, AcqRel);
+    if slot.reserved_from.load(Relaxed) != 0 && mark > slot.reserved_to.load(Relaxed) {
+        // The worker is past the range, durably.
+        slot.reserved_from.store(0, Relaxed);
+        slot.reserved_to.store(0, Relaxed);
+    }
     let wanted = slot.wanted.load(Acquire);
     if wanted != 0 && wanted < mark {
         let _ = slot.wanted.compare_exchange(wanted, 0, AcqRel, Relaxed);
@@ -130,7 +138,7 @@ pub fn reopen(slot: &Slot) {
 /// Raises a worker's floor: from now on it issues only ticks at or above `floor`. Returns the
 /// mark the writer must persist before the worker issues again.
 pub fn raise_floor(slot: &Slot, p: &Params, floor: u64) -> u64 {
-    let floor = floor.min(p.tick_limit);
+    let floor = slot.past_reserved(floor.min(p.tick_limit));
     let mut word = slot.word.load(Acquire);
     loop {
         let raised = (word & CLOSED) | (word & !CLOSED).max(floor.saturating_sub(1));
@@ -153,6 +161,11 @@ pub enum RewindRefusal {
     NoJump,
     /// The clock still reads at or past where the jump took the worker.
     ClockStillAhead { jump_from: u64 },
+    /// The worker still skips the ids of an earlier rewind, which it has not reached yet.
+    StillReserved { from: u64, to: u64 },
+    /// No id was issued after the jump (the server restarted below it since): nothing to
+    /// undo; the jump is forgotten.
+    NothingIssued,
 }
 
 /// What a rewind did, in ticks.
@@ -177,6 +190,17 @@ pub fn rewind(slot: &Slot, p: &Params, clock: u64) -> Result<Rewound, RewindRefu
     if jump_from == 0 {
         return Err(RewindRefusal::NoJump);
     }
+    let (old_from, old_to) = (
+        slot.reserved_from.load(Relaxed),
+        slot.reserved_to.load(Relaxed),
+    );
+    if old_from != 0 {
+        // One range at a time: two could not be told apart from one with free ticks inside.
+        return Err(RewindRefusal::StillReserved {
+            from: old_from,
+            to: old_to,
+        });
+    }
     let resume = slot
         .jump_base
         .load(Relaxed)
@@ -186,21 +210,21 @@ pub fn rewind(slot: &Slot, p: &Params, clock: u64) -> Result<Rewound, RewindRefu
     }
     let word = slot.word.fetch_or(CLOSED, AcqRel);
     let last = word & !CLOSED;
-    let (old_from, old_to) = (
-        slot.reserved_from.load(Relaxed),
-        slot.reserved_to.load(Relaxed),
-    );
-    let reserved_from = if old_from == 0 {
-        jump_from
-    } else {
-        old_from.min(jump_from)
-    };
-    let reserved_to = old_to.max(last);
+    if last < jump_from {
+        // Nothing was issued after the jump (the worker restarted below it since).
+        slot.jump_from.store(0, Relaxed);
+        slot.jump_base.store(0, Relaxed);
+        slot.dirty.store(true, Release);
+        reopen(slot);
+        return Err(RewindRefusal::NothingIssued);
+    }
+    let (reserved_from, reserved_to) = (jump_from, last);
     slot.reserved_from.store(reserved_from, Relaxed);
     slot.reserved_to.store(reserved_to, Relaxed);
     slot.jump_from.store(0, Relaxed);
     slot.jump_base.store(0, Relaxed);
     slot.mark.store(resume, Release);
+    slot.wanted.store(0, SeqCst);
     slot.tk_started.store(false, Relaxed);
     slot.dirty.store(true, Release);
     slot.word.store(resume - 1, Release);
@@ -438,5 +462,100 @@ mod tests {
             n.disk.reserved_from, 0,
             "the range is forgotten once passed"
         );
+    }
+
+    /// A node whose worker followed a jump to `glitch`, issued five ids there, and was rewound
+    /// to `T0 + 10`; returns it and the reserved range.
+    fn rewound() -> (Node, u64, u64) {
+        let mut n = Node::started(Persisted::default());
+        let before = n.id(T0);
+        let glitch = T0 + 2_100_000_000_000 / 1000;
+        let from = glitch << 12;
+        n.slot.jump_from.store(from, Relaxed);
+        n.slot.jump_base.store(before + 1, Relaxed);
+        n.slot.word.store(from - 1, Relaxed);
+        n.slot.mark.store(from, Relaxed);
+        n.slot.tk_started.store(false, Relaxed);
+        n.disk.mark = from;
+        let last = (0..5).map(|_| n.id(glitch)).last().unwrap();
+        rewind(&n.slot, &n.p, T0 + 10).unwrap();
+        n.write(T0 + 10);
+        (n, from, last)
+    }
+
+    #[test]
+    fn a_reserved_range_stays_persisted_until_a_mark_above_it_is() {
+        let (n, from, to) = rewound();
+        // The worker reaches the range: it moves past it, but the write of the new mark fails.
+        n.slot.word.store(from - 1, Relaxed);
+        n.slot.want(from);
+        let target = renewal(&n.slot, &n.p, T0 + 11).unwrap();
+        assert!(target > to);
+        assert_eq!(
+            n.slot.reserved_from.load(Relaxed),
+            from,
+            "forgotten before it was durable"
+        );
+        // A clean stop now persists the range with the lower mark.
+        let mark = close(&n.slot);
+        let stopped = persisted(&n.slot, mark);
+        assert!(mark <= from);
+        assert_eq!((stopped.reserved_from, stopped.reserved_to), (from, to));
+        // Once a mark above the range is durable, it is forgotten.
+        grant(&n.slot, target);
+        assert_eq!(n.slot.reserved_from.load(Relaxed), 0);
+        assert_eq!(persisted(&n.slot, target).reserved_from, 0);
+    }
+
+    #[test]
+    fn no_move_of_the_word_lands_in_a_reserved_range() {
+        let (n, from, to) = rewound();
+        assert_eq!(n.slot.past_reserved(from + 3), to + 1);
+        assert_eq!(n.slot.past_reserved(from - 1), from - 1);
+        // A restore into the range, and another followed jump into it, both land past it.
+        let need = raise_floor(&n.slot, &n.p, from + 2);
+        assert!(need > to && n.slot.last() >= to);
+        let (n, from, to) = rewound();
+        n.slot.word.store(n.slot.last(), Relaxed);
+        n.slot.record_jump(&n.p, from + 1);
+        assert!(
+            n.slot.last() >= to,
+            "a jump landed inside the reserved ticks"
+        );
+        // And a second rewind while the first range is pending is refused.
+        n.slot.jump_from.store(to + 100, Relaxed);
+        n.slot.word.store(to + 200, Relaxed);
+        assert_eq!(
+            rewind(&n.slot, &n.p, T0 + 20),
+            Err(RewindRefusal::StillReserved { from, to })
+        );
+    }
+
+    #[test]
+    fn a_rewind_of_a_jump_nothing_was_issued_after_forgets_it() {
+        let mut n = Node::started(Persisted::default());
+        let last = n.id(T0);
+        n.slot.jump_from.store(last + 1_000_000, Relaxed);
+        n.slot.jump_base.store(last, Relaxed);
+        assert_eq!(rewind(&n.slot, &n.p, T0), Err(RewindRefusal::NothingIssued));
+        assert_eq!(n.slot.jump_from.load(Relaxed), 0);
+        assert!(!n.slot.is_closed());
+        assert!(n.id(T0 + 1) > last);
+    }
+
+    #[test]
+    fn a_rewind_drops_a_pending_request_that_would_undo_it() {
+        let mut n = Node::started(Persisted::default());
+        let before = n.id(T0);
+        let glitch = T0 + 2_100_000_000_000 / 1000;
+        let from = glitch << 12;
+        n.slot.jump_from.store(from, Relaxed);
+        n.slot.jump_base.store(before + 1, Relaxed);
+        n.slot.word.store(from + 10, Relaxed);
+        n.slot.want(from + 4000);
+        rewind(&n.slot, &n.p, T0 + 10).unwrap();
+        assert_eq!(n.slot.wanted.load(Relaxed), 0);
+        n.write(T0 + 10);
+        assert!(n.slot.last() < from, "the rewind was undone at once");
     }
 }

@@ -3,15 +3,17 @@
 //! the marks table, the token file and the 0.1.0 lease files and passes what it found.
 //!
 //! The marks table is the truth; the token file in the data directory only records *which*
-//! table: it is written after the first marks are committed, and names the table's token. So:
+//! table (`token.rs`): it is written after the first marks are committed. So:
 //!
-//! * no table and no token file: nothing was ever minted here (a first start). The only case
-//!   that starts from the clock, after carrying over the marks of 0.1.0's lease files if any;
-//! * a table whose token matches the file, or a table and no file (a restored base backup or
-//!   pg_upgrade carries the table but need not carry the file): load it;
-//! * a token file and no table, or a table with another token: the table this server wrote
-//!   was dropped, re-created, or `snowflake.database` names another database. Its marks are
-//!   lost: refuse;
+//! * no marks schema and no token file: nothing was ever minted here (a first start). The
+//!   only case that starts from the clock, after carrying over the marks of 0.1.0's lease
+//!   files if any;
+//! * a table that is the one the file names, or a table and no file (a restored base backup
+//!   or pg_upgrade carries the table but need not carry the file): load it;
+//! * a token file and no table, or a table that is not the one the file names (another token,
+//!   another database or table OID): the table this server wrote was dropped, re-created or
+//!   copied, or `snowflake.database` names another database. Its marks may be lost: refuse;
+//! * a marks schema whose header row is missing: refuse;
 //! * a token file or lease file that cannot be read or is damaged, a table from a newer format
 //!   or another layout: refuse.
 //!
@@ -25,20 +27,20 @@ use crate::token;
 /// The version of the marks table's format this code writes and reads.
 pub const FORMAT: i32 = 1;
 
-/// The marks table's one header row.
+/// The marks table's one header row, and where the table is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meta {
     pub format: i32,
     /// `Layout`'s text form.
     pub layout: String,
-    pub token: u64,
+    pub identity: token::Identity,
 }
 
 /// What the token file held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenFile {
     Absent,
-    Token(u64),
+    Token(token::Identity),
     Unreadable(String),
     Invalid(token::Invalid),
 }
@@ -81,8 +83,9 @@ pub fn decide(meta: Option<&Meta>, file: &TokenFile, legacy: &Legacy, layout: &L
     let Some(meta) = meta else {
         if let Some(t) = file_token {
             return Decision::Doubt(format!(
-                "this server's marks were kept in a marks table (token {t:016x}) that is gone: it \
-                 was dropped, or snowflake.database names another database than before"
+                "this server's marks were kept in a marks table (token {:016x}) that is gone: it \
+                 was dropped, or snowflake.database names another database than before",
+                t.token
             ));
         }
         return match legacy {
@@ -110,10 +113,16 @@ pub fn decide(meta: Option<&Meta>, file: &TokenFile, legacy: &Legacy, layout: &L
         ));
     }
     match file_token {
-        Some(t) if t != meta.token => Decision::Doubt(format!(
-            "the marks table (token {:016x}) is not the one this server wrote (token {t:016x}): it \
-             was replaced, or snowflake.database names another database than before",
-            meta.token
+        Some(t) if t != meta.identity => Decision::Doubt(format!(
+            "the marks table (token {:016x}, database OID {}, table OID {}) is not the one this server \
+             wrote (token {:016x}, database OID {}, table OID {}): it was replaced or copied, or \
+             snowflake.database names another database than before",
+            meta.identity.token,
+            meta.identity.database,
+            meta.identity.table,
+            t.token,
+            t.database,
+            t.table
         )),
         Some(_) => Decision::Load { write_token: false },
         None => Decision::Load { write_token: true },
@@ -126,11 +135,19 @@ mod tests {
 
     const L: Layout = Layout::SNOWFLAKE;
 
+    fn id(token: u64) -> token::Identity {
+        token::Identity {
+            token,
+            database: 5,
+            table: 16_400,
+        }
+    }
+
     fn meta(token: u64) -> Meta {
         Meta {
             format: FORMAT,
             layout: L.to_string(),
-            token,
+            identity: id(token),
         }
     }
 
@@ -159,7 +176,12 @@ mod tests {
     #[test]
     fn the_servers_own_table_is_loaded_with_or_without_its_token_file() {
         assert_eq!(
-            decide(Some(&meta(7)), &TokenFile::Token(7), &Legacy::Absent, &L),
+            decide(
+                Some(&meta(7)),
+                &TokenFile::Token(id(7)),
+                &Legacy::Absent,
+                &L
+            ),
             Decision::Load { write_token: false }
         );
         // pg_upgrade and restored base backups carry the table, not necessarily the file.
@@ -170,17 +192,19 @@ mod tests {
         // Once the table exists, 0.1.0's files no longer matter.
         let broken = Legacy::Unreadable("x".into());
         assert_eq!(
-            decide(Some(&meta(7)), &TokenFile::Token(7), &broken, &L),
+            decide(Some(&meta(7)), &TokenFile::Token(id(7)), &broken, &L),
             Decision::Load { write_token: false }
         );
     }
 
     #[test]
     fn lost_replaced_damaged_or_foreign_state_is_refused() {
-        assert!(doubt(decide(None, &TokenFile::Token(7), &Legacy::Absent, &L)).contains("gone"));
+        assert!(
+            doubt(decide(None, &TokenFile::Token(id(7)), &Legacy::Absent, &L)).contains("gone")
+        );
         assert!(doubt(decide(
             Some(&meta(8)),
-            &TokenFile::Token(7),
+            &TokenFile::Token(id(7)),
             &Legacy::Absent,
             &L
         ))
@@ -212,7 +236,7 @@ mod tests {
         };
         assert!(doubt(decide(
             Some(&newer),
-            &TokenFile::Token(7),
+            &TokenFile::Token(id(7)),
             &Legacy::Absent,
             &L
         ))
@@ -223,7 +247,7 @@ mod tests {
         };
         assert!(doubt(decide(
             Some(&sony),
-            &TokenFile::Token(7),
+            &TokenFile::Token(id(7)),
             &Legacy::Absent,
             &L
         ))
