@@ -9,6 +9,8 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-15-pglogical sudo faketime procps
   pkg-config libssl-dev valgrind patroni etcd-server etcd-client curl
+  # the PyPI builds of PostgreSQL: their libraries must find their own libpq (scripts/pg-major)
+  patchelf
   # pglogical from source, for majors Debian does not package
   make gcc libkrb5-dev libzstd-dev liblz4-dev
   # Debian packages of the extension
