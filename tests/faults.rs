@@ -314,7 +314,10 @@ fn refused_writes(cluster: &Cluster, largest: i64, blocked: &str) -> i64 {
         attempts <= waited.as_secs() + 2,
         "{attempts} attempts in {waited:?}: waiting backends defeat the back-off"
     );
-    assert!(count_in_log(cluster, "WARNING:  snowflake: could not persist") <= 1);
+    // One warning per minute at most while the trouble lasts (a second one may come from a
+    // writer restarted by the server under load); never one per waiting backend.
+    let warnings = count_in_log(cluster, "WARNING:  snowflake: could not persist");
+    assert!(warnings <= 2, "{warnings} warnings in {waited:?}:\n{}", cluster.log());
     largest
 }
 
