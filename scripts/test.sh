@@ -19,7 +19,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 FULL=(15 18)
 PARTIAL=(14 16 17)
 # The integration tests (tests/*.rs), by where they run.
-EVERY_MAJOR=(generation durability)
+EVERY_MAJOR=(generation durability interop)
 FULL_ONLY=(errors adopt privilege failover faults ha multinode)
 AFTER_ALL=(upgrade packages)
 summary=()

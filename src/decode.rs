@@ -87,3 +87,45 @@ fn snowflake_max_id(ts: TimestampWithTimeZone) -> i64 {
     let layout = settings::layout();
     layout.max_id(time_of(ts, layout))
 }
+
+/// A layout given by name (`twitter`, `discord`, `instagram`, `sonyflake`, `pgedge`,
+/// `snowflake`) or as a custom text (`epoch=2020-01-01 unit=10ms time=39 worker=16 sequence=8
+/// order=time-sequence-worker`).
+fn layout_named(name: &str) -> Layout {
+    Layout::parse(name).unwrap_or_else(|e| {
+        errors::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("invalid snowflake layout \"{name}\": {e}"),
+            None,
+            &format!(
+                "Name a layout ({}) or describe one, e.g. 'epoch=2020-01-01 unit=1ms time=41 worker=10 sequence=12'.",
+                Layout::preset_names()
+            ),
+        )
+    })
+}
+
+/// An id of another system's layout taken apart: Twitter's, Discord's, Instagram's,
+/// Sonyflake's, pgEdge's, or a custom one.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_decode")]
+fn snowflake_decode_in(
+    id: i64,
+    layout: &str,
+) -> TableIterator<
+    'static,
+    (
+        name!(ts, TimestampWithTimeZone),
+        name!(worker, i32),
+        name!(seq, i32),
+    ),
+> {
+    let layout = layout_named(layout);
+    let p = parts(id, &layout);
+    TableIterator::once((timestamp(p.time, &layout), p.worker as i32, p.seq as i32))
+}
+
+/// An id of another system's layout put together.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_compose")]
+fn snowflake_compose_in(ts: TimestampWithTimeZone, worker: i32, seq: i32, layout: &str) -> i64 {
+    compose(ts, worker, seq, &layout_named(layout))
+}

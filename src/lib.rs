@@ -77,6 +77,7 @@ pub mod compat;
 pub mod control;
 pub mod decode;
 pub mod errors;
+pub mod guard;
 pub mod lastval;
 pub mod marks_table;
 pub mod nextval;
@@ -87,6 +88,8 @@ pub mod shmem;
 pub mod stats;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
+pub mod text;
+pub mod time_filter;
 pub mod token_file;
 pub mod wait;
 pub mod writer;
@@ -103,6 +106,7 @@ pub extern "C-unwind" fn _PG_init() {
         shmem::mark_preloaded();
     }
     settings::define(preloading);
+    time_filter::install();
     if preloading {
         shmem::request();
         writer::register();

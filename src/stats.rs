@@ -17,6 +17,7 @@ pub struct Figures {
     pub borrowed_ms: i64,
     pub persisted_mark: Option<i64>,
     pub rewindable: bool,
+    pub foreign_rows: i64,
 }
 
 /// The figures of every worker that issued ids since the server started or has a mark.
@@ -30,7 +31,11 @@ pub fn figures() -> Vec<Figures> {
         .slots()
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.issued.load(Relaxed) > 0 || s.mark.load(Relaxed) > 0)
+        .filter(|(_, s)| {
+            s.issued.load(Relaxed) > 0
+                || s.mark.load(Relaxed) > 0
+                || s.foreign_rows.load(Relaxed) > 0
+        })
         .map(|(w, s): (usize, &Slot)| {
             let worker = w as u32;
             let last = s.last();
@@ -47,6 +52,7 @@ pub fn figures() -> Vec<Figures> {
                 persisted_mark: (mark > 0)
                     .then(|| layout.id_from_tick(mark.min(p.tick_limit), worker)),
                 rewindable: s.jump_from.load(Relaxed) != 0,
+                foreign_rows: s.foreign_rows.load(Relaxed) as i64,
             }
         })
         .collect()
@@ -68,6 +74,7 @@ fn snowflake_worker_stats() -> TableIterator<
         name!(borrowed_ms, i64),
         name!(persisted_mark, Option<i64>),
         name!(rewindable, bool),
+        name!(foreign_rows, i64),
     ),
 > {
     TableIterator::new(figures().into_iter().map(|f| {
@@ -81,12 +88,14 @@ fn snowflake_worker_stats() -> TableIterator<
             f.borrowed_ms,
             f.persisted_mark,
             f.rewindable,
+            f.foreign_rows,
         )
     }))
 }
 
 /// The mark writer's state: `ready`, `starting`, or `in doubt` (nothing is minted until a
-/// superuser restores the marks), with the marks database and the reason.
+/// superuser restores the marks), with the marks database, the reason, and the layout of the ids
+/// this server mints and decodes.
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_status() -> TableIterator<
     'static,
@@ -94,6 +103,7 @@ fn snowflake_status() -> TableIterator<
         name!(state, String),
         name!(marks_database, String),
         name!(detail, Option<String>),
+        name!(layout, String),
     ),
 > {
     use crate::control::State;
@@ -120,13 +130,18 @@ fn snowflake_status() -> TableIterator<
         State::Starting => ("starting", failure.or((!why.is_empty()).then_some(why))),
         State::InDoubt => ("in doubt", Some(why)),
     };
-    TableIterator::once((state.to_string(), crate::settings::database(), detail))
+    TableIterator::once((
+        state.to_string(),
+        crate::settings::database(),
+        detail,
+        crate::settings::layout().to_string(),
+    ))
 }
 
 pgrx::extension_sql!(
     r#"
 CREATE VIEW snowflake_stats AS SELECT * FROM snowflake_stats();
-COMMENT ON VIEW snowflake_stats IS 'Per worker id: ids issued since the server started, the last id, how far the time field runs ahead of the clock, clock steps back and forward jumps seen, time borrowed on overflow, the persisted high-water mark, and whether a followed forward jump can be rewound.';
+COMMENT ON VIEW snowflake_stats IS 'Per worker id: ids issued since the server started, the last id, how far the time field runs ahead of the clock, clock steps back and forward jumps seen, time borrowed on overflow, the persisted high-water mark, whether a followed forward jump can be rewound, and rows that arrived by replication carrying this worker id (counted by the replication guard).';
 "#,
     name = "snowflake_stats_view",
     requires = [snowflake_worker_stats]

@@ -136,13 +136,18 @@ mod tests {
         );
         assert_eq!(
             declared,
-            "snowflake_adopt/3:vufalse snowflake_column_max/2:vutrue snowflake_compose/3:istrue snowflake_decode/1:istrue \
-             snowflake_lastval/0:vrtrue snowflake_max_id/1:istrue \
+            "snowflake_adopt/3:vufalse snowflake_column_max/2:vutrue snowflake_compose/3:istrue \
+             snowflake_compose/4:istrue snowflake_decode/1:istrue snowflake_decode/2:istrue \
+             snowflake_from_text/2:istrue snowflake_guard/3:vufalse snowflake_guard_row/0:vufalse \
+             snowflake_guard_subscription/2:vufalse snowflake_in/1:istrue \
+             snowflake_lastval/0:vrtrue snowflake_lower_bound/1:istrue snowflake_max_id/1:istrue \
              snowflake_min_id/1:istrue snowflake_nextval/0:vstrue snowflake_nextval/1:vsfalse \
              snowflake_nextval_batch/1:vsfalse snowflake_nextval_batch/2:vsfalse \
+             snowflake_out/1:istrue snowflake_partition_bounds/2:istrue snowflake_recv/1:istrue \
              snowflake_restore_mark/1:vufalse snowflake_restore_mark/1:vufalse snowflake_restore_mark/2:vufalse \
-             snowflake_rewind/1:vufalse snowflake_sequence/1:istrue \
+             snowflake_rewind/1:vufalse snowflake_send/1:istrue snowflake_sequence/1:istrue \
              snowflake_stats/0:vstrue snowflake_status/0:vstrue snowflake_timestamp/1:istrue \
+             snowflake_to_text/2:istrue snowflake_unguard/1:vufalse snowflake_upper_bound/1:istrue \
              snowflake_worker/1:istrue snowflake_worker_id/0:sstrue"
         );
     }

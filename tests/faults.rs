@@ -317,7 +317,11 @@ fn refused_writes(cluster: &Cluster, largest: i64, blocked: &str) -> i64 {
     // One warning per minute at most while the trouble lasts (a second one may come from a
     // writer restarted by the server under load); never one per waiting backend.
     let warnings = count_in_log(cluster, "WARNING:  snowflake: could not persist");
-    assert!(warnings <= 2, "{warnings} warnings in {waited:?}:\n{}", cluster.log());
+    assert!(
+        warnings <= 2,
+        "{warnings} warnings in {waited:?}:\n{}",
+        cluster.log()
+    );
     largest
 }
 

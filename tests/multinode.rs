@@ -146,16 +146,19 @@ fn assert_ids_follow_creation_time(cluster: &Cluster) {
     );
 }
 
-#[test]
-fn pglogical_multi_master_three_nodes_converge_without_conflicts() {
-    let nodes: Vec<Cluster> = (1..=3)
-        .map(|i| node(&format!("mm{i}"), i, "pglogical,snowflake_ext"))
+/// pglogical multi-master between nodes of these worker ids, every `events` table guarded.
+fn pglogical_mesh(name: &str, workers: &[i32]) -> Vec<Cluster> {
+    let nodes: Vec<Cluster> = workers
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| node(&format!("{name}{}", i + 1), w, "pglogical,snowflake_ext"))
         .collect();
     for (i, n) in nodes.iter().enumerate() {
         let mut c = n.connect();
         c.batch_execute("CREATE EXTENSION snowflake_ext; CREATE EXTENSION pglogical;")
             .unwrap();
         c.batch_execute(EVENTS).unwrap();
+        c.batch_execute("SELECT snowflake_guard('events')").unwrap();
         c.execute(
             "SELECT pglogical.create_node(node_name := $1, dsn := $2)",
             &[&format!("node{}", i + 1), &n.conninfo("postgres")],
@@ -187,13 +190,19 @@ fn pglogical_multi_master_three_nodes_converge_without_conflicts() {
             .query_one("SELECT count(*) FROM pglogical.show_subscription_status() WHERE status = 'replicating'", &[])
             .unwrap()
             .get::<_, i64>(0)
-            < 2
+            < nodes.len() as i64 - 1
         {
             assert!(Instant::now() < deadline, "subscriptions not replicating:\n{}", n.log());
             std::thread::sleep(Duration::from_millis(200));
         }
     }
+    nodes
+}
 
+#[test]
+fn pglogical_multi_master_three_nodes_converge_without_conflicts() {
+    // Correctly configured nodes: the guards on every table let every row through.
+    let nodes = pglogical_mesh("mm", &[1, 2, 3]);
     let refs: Vec<&Cluster> = nodes.iter().collect();
     insert_everywhere(&refs, &[1, 2, 3]);
     let total = (3 * SESSIONS_PER_NODE * ROWS_PER_SESSION) as i64;
@@ -225,6 +234,12 @@ fn native_logical_replication_fans_three_nodes_into_one() {
             "CREATE SUBSCRIPTION from_fan{} CONNECTION '{}' PUBLICATION events_pub",
             i + 1,
             s.conninfo("postgres")
+        ))
+        .unwrap();
+        // Guarded: rows of other workers pass untouched.
+        c.batch_execute(&format!(
+            "SELECT snowflake_guard_subscription('from_fan{}')",
+            i + 1
         ))
         .unwrap();
     }
@@ -302,4 +317,187 @@ fn two_servers_with_the_same_worker_id_collide_loudly_at_the_subscriber() {
         n < total,
         "all {total} rows arrived although {shared} ids collide"
     );
+}
+
+/// Waits until the server log contains `text`.
+fn wait_for_log(cluster: &Cluster, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster.log().contains(text) {
+        assert!(
+            Instant::now() < deadline,
+            "no {text:?} in the log:\n{}",
+            cluster.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn count(cluster: &Cluster, sql: &str) -> i64 {
+    cluster.connect().query_one(sql, &[]).unwrap().get(0)
+}
+
+/// The id the guard named in its first message.
+fn guarded_id(cluster: &Cluster) -> i64 {
+    let log = cluster.log();
+    let after = log
+        .split("carries snowflake id ")
+        .nth(1)
+        .expect("the guard's message");
+    after.split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_guard_stops_rows_of_the_subscribers_own_worker_id_from_native_replication() {
+    // A misconfiguration: the subscriber mints with worker id 20, as source a does. Their ids
+    // are all distinct (the subscriber has minted none yet), so no key would ever collide: only
+    // the guard notices.
+    let a = publisher("guard-a", 20);
+    let b = publisher("guard-b", 21);
+    let sink = node("guard-sink", 20, "snowflake_ext");
+    let mut c = sink.connect();
+    c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
+    c.batch_execute(EVENTS).unwrap();
+    let guarded: String = c
+        .query_one("SELECT snowflake_guard('events')", &[])
+        .unwrap()
+        .get(0);
+    assert!(guarded.contains("public.events is guarded"), "{guarded}");
+    for (name, s) in [("from_a", &a), ("from_b", &b)] {
+        c.batch_execute(&format!(
+            "CREATE SUBSCRIPTION {name} CONNECTION '{}' PUBLICATION events_pub",
+            s.conninfo("postgres")
+        ))
+        .unwrap();
+    }
+    insert_everywhere(&[&a, &b], &[1, 2]);
+    let per_source = (SESSIONS_PER_NODE * ROWS_PER_SESSION) as i64;
+
+    // b's rows arrive; a's first row stops a's apply with an error naming table, id and worker.
+    wait_for_rows_where(&sink, "origin = 2", per_source);
+    wait_for_log(
+        &sink,
+        "ERROR:  row arriving by replication into public.events carries snowflake id",
+    );
+    let id = guarded_id(&sink);
+    assert_eq!(
+        count(&a, &format!("SELECT count(*) FROM events WHERE id = {id}")),
+        1,
+        "the id named is one of a's"
+    );
+    assert!(sink.log().contains(&format!(
+        "id {id} of worker 20, this server's own worker id"
+    )));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        count(&sink, "SELECT count(*) FROM events WHERE origin = 1"),
+        0
+    );
+    // The subscriber's own inserts never meet the guard.
+    c.batch_execute(
+        "INSERT INTO events (origin, session, n) SELECT 0, 0, g FROM generate_series(1, 10) g",
+    )
+    .unwrap();
+    // The guard is a trigger pg_dump keeps, enabled for replication only.
+    let dump = run_as_postgres(
+        &sink.dir,
+        &sink.bin("pg_dump"),
+        &[
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &sink.port.to_string(),
+            "-U",
+            "postgres",
+            "--schema-only",
+            "postgres",
+        ],
+    );
+    assert!(
+        dump.contains("CREATE TRIGGER snowflake_guard BEFORE INSERT ON public.events"),
+        "{dump}"
+    );
+    assert!(
+        dump.contains("ENABLE REPLICA TRIGGER snowflake_guard"),
+        "{dump}"
+    );
+
+    // The warning mode lets such rows through, each logged and counted.
+    c.batch_execute("SELECT snowflake_guard('events', on_local_worker => 'warning')")
+        .unwrap();
+    wait_for_rows_where(&sink, "origin = 1", per_source);
+    let foreign = count(
+        &sink,
+        "SELECT foreign_rows FROM snowflake_stats WHERE worker = 20",
+    );
+    assert_eq!(foreign, per_source);
+    assert!(sink
+        .log()
+        .contains("WARNING:  row arriving by replication into public.events carries snowflake id"));
+
+    // Unguarded: nothing is looked at any more.
+    c.batch_execute("SELECT snowflake_unguard('events')")
+        .unwrap();
+    a.connect()
+        .batch_execute(
+            "INSERT INTO events (origin, session, n) SELECT 1, 9, g FROM generate_series(1, 100) g",
+        )
+        .unwrap();
+    wait_for_rows_where(&sink, "origin = 1", per_source + 100);
+    assert_eq!(
+        count(
+            &sink,
+            "SELECT foreign_rows FROM snowflake_stats WHERE worker = 20"
+        ),
+        per_source
+    );
+    let e = error_of(
+        &mut c,
+        "SELECT snowflake_guard('events', on_local_worker => 'ignore')",
+    );
+    assert_eq!(e.code, "22023", "{e:?}");
+    let e = error_of(&mut c, "SELECT snowflake_guard_subscription('nosuch')");
+    assert_eq!(e.code, "42704", "{e:?}");
+}
+
+#[test]
+fn the_guard_stops_rows_of_a_pglogical_peer_sharing_the_worker_id() {
+    // Two multi-master nodes misconfigured with the same worker id.
+    let nodes = pglogical_mesh("guard-mm", &[30, 30]);
+    nodes[0]
+        .connect()
+        .batch_execute(
+            "INSERT INTO events (origin, session, n) SELECT 1, 0, g FROM generate_series(1, 50) g",
+        )
+        .unwrap();
+    wait_for_log(
+        &nodes[1],
+        "row arriving by replication into public.events carries snowflake id",
+    );
+    let id = guarded_id(&nodes[1]);
+    assert_eq!(
+        count(
+            &nodes[0],
+            &format!("SELECT count(*) FROM events WHERE id = {id}")
+        ),
+        1
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(count(&nodes[1], "SELECT count(*) FROM events"), 0);
+}
+
+fn wait_for_rows_where(cluster: &Cluster, condition: &str, rows: i64) {
+    let sql = format!("SELECT count(*) FROM events WHERE {condition}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let n = count(cluster, &sql);
+        if n == rows {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{n} rows of {rows} where {condition}:\n{}",
+            cluster.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

@@ -242,8 +242,15 @@ fn upgrade_15_to_18(mode: &str) {
         &["snowflake.worker_id=7"],
     );
     old.start();
+    // A table of the snowflake type, guarded for replication: the type, its casts and the
+    // trigger come through too.
     old.connect()
-        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .batch_execute(
+            "CREATE EXTENSION snowflake_ext;
+             CREATE TABLE orders (id snowflake PRIMARY KEY DEFAULT snowflake_nextval(), n int);
+             INSERT INTO orders (n) SELECT g FROM generate_series(1, 1000) g;
+             SELECT snowflake_guard('orders');",
+        )
         .unwrap();
     let mut largest = 0;
     for _ in 0..3 {
@@ -329,6 +336,21 @@ fn upgrade_15_to_18(mode: &str) {
         lowest > largest,
         "after pg_upgrade {mode} 15 to 18: {lowest} is not above {largest}"
     );
+    c.batch_execute("INSERT INTO orders (n) VALUES (1001)")
+        .unwrap();
+    let (rows, json, guarded): (i64, String, bool) = {
+        let r = c
+            .query_one(
+                "SELECT count(*), (SELECT to_json(id)::text FROM orders ORDER BY id DESC LIMIT 1),
+                        EXISTS (SELECT FROM pg_trigger WHERE tgname = 'snowflake_guard' AND tgenabled = 'R')
+                   FROM orders",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    };
+    assert_eq!((rows, guarded), (1001, true));
+    assert!(json.starts_with('"'), "{json}");
 }
 
 #[test]

@@ -97,7 +97,7 @@ impl Layout {
         ..Layout::SNOWFLAKE
     };
     /// Discord: 42 bits of ms since 2015-01-01 UTC, 10 bits of worker and process, 12-bit
-    /// increment. The 64th bit is time, so ids after 2154 would not fit a `bigint`.
+    /// increment. The 64th bit is time, so ids from 2084-09 on do not fit a `bigint`.
     pub const DISCORD: Layout = Layout {
         epoch_unix_ms: 1_420_070_400_000,
         time_bits: 42,

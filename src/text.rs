@@ -1,0 +1,121 @@
+//! Ids as text for JavaScript and JSON: `snowflake_to_text` / `snowflake_from_text` (decimal,
+//! Crockford base32, base62; `snowflake_core::text`), and the `snowflake` type, a bigint whose
+//! JSON form is a string.
+//!
+//! The type is to `bigint` what `varchar` is to `text`: the same 8 bytes, passed by value,
+//! binary-coercible both ways with implicit casts, and with no operators of its own; it is in
+//! the numeric category, and integers and smallints cast to it implicitly as they do to
+//! bigint, so `JOIN ... USING`, `UNION` and `CASE` find it a common type with them. So every
+//! comparison, every index (`CREATE INDEX`, a primary key, a hash index) and every aggregate
+//! uses bigint's, exactly as fast, and a `snowflake` column compares with bigints and integers
+//! and uses its index for it. What differs is what a value of it becomes in JSON: `to_json`,
+//! `row_to_json` and `json_agg` write a type that is not one of PostgreSQL's numbers as a
+//! string, so `{"id": "250163766832934912"}` reaches JavaScript intact. Its text form is the
+//! decimal id (so JSON strings parse back), its binary form bigint's.
+
+use crate::errors;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+use snowflake_core::text::{self, BadText, Form};
+use std::ffi::CStr;
+
+fn form_of(name: &str) -> Form {
+    Form::parse(name).unwrap_or_else(|| {
+        errors::raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("unknown snowflake text form \"{name}\""),
+            None,
+            &format!("Use one of: {}.", Form::NAMES),
+        )
+    })
+}
+
+fn bad_text(input: &str, form: Form, why: BadText) -> ! {
+    let (example, width) = match form {
+        Form::Decimal => ("250163766832934912", "up to 19 digits".to_string()),
+        Form::Base32 => (
+            "06Y62KVCW0C00",
+            format!("{} Crockford base32 digits", text::BASE32_WIDTH),
+        ),
+        Form::Base62 => (
+            "0ITkfOwqJlI",
+            format!("{} base62 digits", text::BASE62_WIDTH),
+        ),
+    };
+    errors::raise(
+        PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+        format!("invalid snowflake id in {form:?} form: \"{input}\""),
+        Some(format!("It is not an id because {why}.")),
+        &format!("A snowflake id in this form is {width}, like {example}."),
+    )
+}
+
+/// The id as text: `decimal`, `base32` (Crockford, 13 characters, case-insensitive when read)
+/// or `base62` (11 characters). The padded forms sort like the ids.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_to_text(id: i64, form: default!(&str, "'base32'")) -> String {
+    if id < 0 {
+        errors::layout_error(
+            snowflake_core::layout::LayoutError::NegativeId(id),
+            crate::settings::layout(),
+        );
+    }
+    text::encode(id, form_of(form))
+}
+
+/// The id a text of `snowflake_to_text` stands for.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_from_text(input: &str, form: default!(&str, "'base32'")) -> i64 {
+    let form = form_of(form);
+    text::decode(input, form).unwrap_or_else(|why| bad_text(input, form, why))
+}
+
+/// The `snowflake` type's input function: a decimal id.
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn snowflake_in(input: &CStr) -> i64 {
+    let input = input.to_string_lossy();
+    text::decode(&input, Form::Decimal).unwrap_or_else(|why| {
+        errors::raise(
+            PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+            format!("invalid input syntax for type snowflake: \"{input}\""),
+            Some(format!("It is not an id because {why}.")),
+            "A snowflake is a decimal id, like 250163766832934912; for base32 or base62 text use \
+             snowflake_from_text(text, 'base32').",
+        )
+    })
+}
+
+pgrx::extension_sql!(
+    r#"
+CREATE TYPE snowflake;
+CREATE FUNCTION snowflake_in(cstring) RETURNS snowflake
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_in_wrapper';
+CREATE FUNCTION snowflake_out(snowflake) RETURNS cstring
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int8out';
+CREATE FUNCTION snowflake_recv(internal) RETURNS snowflake
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int8recv';
+CREATE FUNCTION snowflake_send(snowflake) RETURNS bytea
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int8send';
+CREATE TYPE snowflake (
+    INPUT = snowflake_in,
+    OUTPUT = snowflake_out,
+    RECEIVE = snowflake_recv,
+    SEND = snowflake_send,
+    LIKE = pg_catalog.int8,
+    CATEGORY = 'N'
+);
+COMMENT ON TYPE snowflake IS 'A snowflake id: a bigint (binary-compatible, implicit casts both ways, bigint''s operators and indexes) whose JSON form is a string, for JavaScript clients.';
+CREATE CAST (snowflake AS bigint) WITHOUT FUNCTION AS IMPLICIT;
+CREATE CAST (bigint AS snowflake) WITHOUT FUNCTION AS IMPLICIT;
+-- Integers widen as they do to bigint (by functions that return the type itself, so that
+-- pg_upgrade can restore the casts in any order).
+CREATE FUNCTION snowflake(integer) RETURNS snowflake
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int48';
+CREATE FUNCTION snowflake(smallint) RETURNS snowflake
+    IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int28';
+CREATE CAST (integer AS snowflake) WITH FUNCTION snowflake(integer) AS IMPLICIT;
+CREATE CAST (smallint AS snowflake) WITH FUNCTION snowflake(smallint) AS IMPLICIT;
+"#,
+    name = "snowflake_type",
+    requires = [snowflake_in]
+);
