@@ -69,6 +69,14 @@ fn batch(shared: &'static Shared, worker: u32, n: Option<i32>) -> SetOfIterator<
         ),
         Some(n) => n as u64,
     };
+    // Before the fast path, whose bound is refreshed once a second: a batch the current
+    // snowflake.max_ahead can never hold is an error at once, not only once the bound caught
+    // up with a reload.
+    let p = &shared.params;
+    let max_ahead = p.layout.units_in_ms(settings::MAX_AHEAD_MS.get() as u64);
+    if n > p.capacity(max_ahead) {
+        errors::batch_too_large(n, worker, p.capacity(max_ahead));
+    }
     let first = issue(shared, worker, n);
     let layout = &shared.params.layout;
     crate::lastval::remember(layout.id_from_tick(first + n - 1, worker));
