@@ -9,8 +9,15 @@ runs made under the same conditions, and writes a markdown report and an SVG cha
   M2  pgbench `SELECT G;` at 1, 2, 4, 8 clients
   M3  pgbench `INSERT` into a table whose primary key defaults to G, at 1, 2, 4, 8 clients
   M4  bulk INSERT ... SELECT of 1,000,000 and 2,000,000 rows: wall time, primary-key index size
+  M5  inserts at scale: 4 clients inserting batches of 1,000 rows until the table holds 20 million
+      rows, far past shared_buffers (128 MB; synchronous_commit off): rows/s against table size,
+      then index size and WAL volume
   C   instructions per call on the hot path (valgrind --tool=callgrind on a server), and where
       they go
+
+Every measurement includes the floor (M1 and C: a function doing only the call and the clock
+read) and, when it is installed (bench/run builds it from ../shared/peers/pgedge-snowflake),
+pgEdge's snowflake.
 
 Run it through bench/run, which builds and installs the release build first.
 """
@@ -33,6 +40,11 @@ PGBIN = Path(subprocess.check_output([str(ROOT / "scripts" / "pg-major"), "bindi
 CLUSTER = ROOT / "scripts" / "pg-cluster"
 PGEDGE_CONTROL = Path(subprocess.check_output([str(PGBIN / "pg_config"), "--sharedir"], text=True).strip()) / "extension" / "snowflake.control"
 NV = "nextval('seq')"  # the label of the reference generator
+FLOOR = "floor: the call and a clock read"
+PGEDGE = "pgEdge snowflake.nextval()"
+# The floor is a symbol of our library that the extension's SQL does not declare (src/bench_floor.rs).
+FLOOR_SQL = ("CREATE FUNCTION snowflake_bench_floor(integer) RETURNS bigint VOLATILE PARALLEL SAFE "
+             "LANGUAGE c AS 'snowflake_ext', 'snowflake_bench_floor_wrapper';")
 
 UUIDV7_PLPGSQL = """
 CREATE OR REPLACE FUNCTION uuidv7() RETURNS uuid LANGUAGE plpgsql VOLATILE AS $$
@@ -98,6 +110,23 @@ class Server:
             raise RuntimeError(f"pgbench failed: {out.stderr}")
         return float(re.search(r"tps = ([\d.]+) \(without initial connection time\)", out.stdout).group(1))
 
+    def pgbench_transactions(self, script, clients, transactions):
+        """pgbench running `transactions` transactions per client."""
+        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+            f.write(script + "\n")
+            path = f.name
+        os.chmod(path, 0o644)
+        try:
+            out = subprocess.run(
+                [str(PGBIN / "pgbench"), "-n", "-M", "prepared", "-f", path,
+                 "-c", str(clients), "-j", str(min(clients, 2)), "-t", str(transactions),
+                 "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "postgres"],
+                capture_output=True, text=True)
+        finally:
+            os.unlink(path)
+        if out.returncode != 0:
+            raise RuntimeError(f"pgbench failed: {out.stderr}{out.stdout}")
+
 
 def summary(values):
     return statistics.median(values), min(values), max(values)
@@ -149,6 +178,13 @@ def m2(server, seconds, repeats, clients_list, generators):
                       lambda name, clients: server.pgbench(f"SELECT {generators[name]};", clients, seconds))
 
 
+M5_TABLES = {
+    "bigserial": "id bigserial PRIMARY KEY",
+    "snowflake_nextval()": "id bigint PRIMARY KEY DEFAULT snowflake_nextval()",
+    "uuid v4 (gen_random_uuid)": "id uuid PRIMARY KEY DEFAULT gen_random_uuid()",
+    "uuid v7 (PL/pgSQL)": "id uuid PRIMARY KEY DEFAULT uuidv7()",
+}
+
 M3_TABLES = {
     "bigserial": "id bigserial PRIMARY KEY",
     "uuid v4 (gen_random_uuid)": "id uuid PRIMARY KEY DEFAULT gen_random_uuid()",
@@ -194,23 +230,108 @@ def m4(server, sizes, repeats):
     return out
 
 
+def m5(work, port, total, segments, clients, batch):
+    """Inserts at scale, in a server of its own with a small buffer cache: for each generator,
+    `clients` pgbench clients insert batches of `batch` rows until the table holds `total` rows,
+    timed in `segments` equal parts. Returns {label: {"rates": [(rows so far, rows/s)], "index":
+    bytes, "heap": bytes, "wal": bytes}}."""
+    pgedge = PGEDGE_CONTROL.exists()
+    settings = ["snowflake.worker_id=1", "shared_buffers=128MB", "synchronous_commit=off", "fsync=on",
+                "max_wal_size=1GB", "checkpoint_timeout=5min", "max_connections=20"]
+    server = Server(Path(work) / "m5-data", port, settings + (["snowflake.node=2"] if pgedge else []))
+    server.start()
+    tables = dict(M5_TABLES)
+    try:
+        server.psql("CREATE EXTENSION snowflake_ext;" + UUIDV7_PLPGSQL)
+        if pgedge:
+            server.psql("CREATE EXTENSION snowflake; CREATE SEQUENCE pgedge_seq;")
+            tables[PGEDGE] = "id bigint PRIMARY KEY DEFAULT snowflake.nextval('pgedge_seq')"
+        per_segment = total // segments
+        per_client = max(1, per_segment // (clients * batch))
+        out = {}
+        order = list(tables)
+        random.shuffle(order)
+        for label in order:
+            server.psql(f"DROP TABLE IF EXISTS m5; CREATE TABLE m5 ({tables[label]}, v int) "
+                        "WITH (autovacuum_enabled = off); CHECKPOINT;")
+            start_lsn, _ = server.psql("SELECT pg_current_wal_lsn()")
+            rates, rows = [], 0
+            for _ in range(segments):
+                began = time.time()
+                server.pgbench_transactions(f"INSERT INTO m5 (v) SELECT 1 FROM generate_series(1, {batch});",
+                                            clients, per_client)
+                done = per_client * clients * batch
+                rows += done
+                rates.append((rows, done / (time.time() - began)))
+            sizes, _ = server.psql(f"SELECT pg_relation_size('m5_pkey'), pg_relation_size('m5'), "
+                                   f"pg_wal_lsn_diff(pg_current_wal_lsn(), '{start_lsn}')::bigint, count(*) FROM m5")
+            index, heap, wal, count = (int(x) for x in sizes.split("|"))
+            assert count == rows, f"{label}: {count} rows, expected {rows}"
+            out[label] = {"rates": rates, "index": index, "heap": heap, "wal": wal}
+            print(f"   {label}: {fmt(rates[-1][1])} rows/s at {fmt(rows)} rows", flush=True)
+        server.psql("DROP TABLE m5")
+        return {label: out[label] for label in tables}
+    finally:
+        server.destroy()
+
+
+def m5_table(res, total, clients, batch):
+    big = res["bigserial"]
+    sizes = [r for r, _ in big["rates"]]
+    lines = [f"## M5: inserts at scale, {clients} clients inserting batches of {fmt(batch)} rows to {fmt(total)} rows", "",
+             "shared_buffers = 128MB, synchronous_commit = off, max_wal_size = 1GB. One run per generator, in a random "
+             "order. Rows per second in each part of the growth (the table's size at the end of the part), then the "
+             "ratio to bigserial in the same part.", "",
+             "| generator | " + " | ".join(f"to {r / 1e6:g}M" for r in sizes) + " | index | heap | WAL |",
+             "|---|" + "---:|" * (len(sizes) + 3)]
+    for label, r in res.items():
+        cells = [f"{fmt(rate)} **{rate / big['rates'][i][1]:.2f}**" for i, (_, rate) in enumerate(r["rates"])]
+        lines.append(f"| `{label}` | " + " | ".join(cells) + f" | {r['index'] / 2**20:.0f} MB | "
+                     f"{r['heap'] / 2**20:.0f} MB | {r['wal'] / 2**20:.0f} MB |")
+    return lines + ["", "![M5: insert rate as the table grows](bench-scale.svg)", ""]
+
+
 def callgrind(work, port, calls):
-    """Instructions per call, counted by callgrind in a server run under valgrind."""
-    functions = {
+    """Instructions per call, counted by callgrind in a server run under valgrind, and where
+    snowflake_nextval(1)'s go."""
+    ours = {
         "snowflake_nextval(1)": ("snowflake_nextval_worker_wrapper", "SELECT count(snowflake_nextval(1))"),
+        FLOOR: ("snowflake_bench_floor_wrapper", "SELECT count(snowflake_bench_floor(1))"),
         NV: ("nextval_oid", "SELECT count(nextval('bench_seq'))"),
         "gen_random_uuid()": ("gen_random_uuid", "SELECT count(gen_random_uuid())"),
     }
+    per_call, profiles = callgrind_run(work, port, calls, ours)
+    # pgEdge's C function is named snowflake_nextval: callgrind's toggle for it would also
+    # catch our wrapper, so it is counted in a run of its own.
+    if PGEDGE_CONTROL.exists():
+        theirs = {PGEDGE: ("snowflake_nextval", "SELECT count(snowflake.nextval('pgedge_seq'))")}
+        per_call.update(callgrind_run(work, port, calls, theirs)[0])
+    # Where snowflake_nextval's instructions go: what it calls, inclusive, per call. Callers
+    # (main, PostgresMain, the executor) carry the whole total and are left out.
+    fn = ours["snowflake_nextval(1)"][0]
+    profile = max(profiles, key=lambda p: dict((n, i) for i, n in p).get(fn, 0), default=[])
+    total = dict((n, i) for i, n in profile).get(fn, 0)
+    rows = [(ir, name) for ir, name in profile
+            if (ir < total or name == fn) and ir >= calls and not name.startswith("0x")]
+    breakdown = "\n".join(f"{ir / calls:8.0f}  {name}" for ir, name in rows[:25])
+    return per_call, breakdown
+
+
+def callgrind_run(work, port, calls, functions):
+    """One server under valgrind: each function called `calls` times in a session of its own.
+    Returns ({label: instructions per call}, the profiles)."""
     outdir = Path(work) / "callgrind"
     shutil.rmtree(outdir, ignore_errors=True)
     outdir.mkdir(parents=True)
     shutil.chown(outdir, "postgres", "postgres")
     toggles = [f"--toggle-collect={fn}" for fn, _ in functions.values()]
     # The postmaster and every backend run under valgrind; only the instructions executed inside
-    # the three functions are counted.
+    # the functions are counted.
     valgrind = ["valgrind", "--tool=callgrind", "--trace-children=yes", "--collect-atstart=no",
                 f"--callgrind-out-file={outdir}/callgrind.%p", *toggles]
-    server = Server(Path(work) / "cg-data", port, ["snowflake.worker_id=1", "max_connections=10"])
+    pgedge = PGEDGE_CONTROL.exists()
+    server = Server(Path(work) / "cg-data", port, ["snowflake.worker_id=1", "max_connections=10"]
+                    + (["snowflake.node=2"] if pgedge else []))
     log = open(f"{server.dir}/valgrind-server.log", "w")
     proc = subprocess.Popen(["runuser", "-u", "postgres", "--", *valgrind, str(PGBIN / "postgres"),
                              "-D", server.dir], stdout=log, stderr=subprocess.STDOUT, cwd="/")
@@ -220,7 +341,9 @@ def callgrind(work, port, calls):
         if time.time() > deadline or proc.poll() is not None:
             raise RuntimeError("the server under valgrind did not start")
         time.sleep(1)
-    server.psql("CREATE EXTENSION snowflake_ext; CREATE SEQUENCE bench_seq;")
+    server.psql("CREATE EXTENSION snowflake_ext; CREATE SEQUENCE bench_seq;" + FLOOR_SQL)
+    if pgedge:
+        server.psql("CREATE EXTENSION snowflake; CREATE SEQUENCE pgedge_seq;")
     # Warm up (first lease, catalog caches), then the measured calls, one backend per function.
     server.psql("SELECT snowflake_nextval(1); SELECT nextval('bench_seq'); SELECT gen_random_uuid();")
     for label, (fn, sql) in functions.items():
@@ -234,32 +357,29 @@ def callgrind(work, port, calls):
     for label, (fn, _) in functions.items():
         best = max((dict((name, ir) for ir, name in p).get(fn, 0) for p in profiles), default=0)
         per_call[label] = best / calls if best else None
-    # Where snowflake_nextval's instructions go: what it calls, inclusive, per call. Callers
-    # (main, PostgresMain, the executor) carry the whole total and are left out.
-    fn = functions["snowflake_nextval(1)"][0]
-    profile = max(profiles, key=lambda p: dict((n, i) for i, n in p).get(fn, 0), default=[])
-    total = dict((n, i) for i, n in profile).get(fn, 0)
-    rows = [(ir, name) for ir, name in profile
-            if (ir < total or name == fn) and ir >= calls and not name.startswith("0x")]
-    breakdown = "\n".join(f"{ir / calls:8.0f}  {name}" for ir, name in rows[:25])
     server.destroy()
-    return per_call, breakdown
+    return per_call, profiles
 
 
 def m1_table(m1_rate, m1_ms, n):
     base = statistics.median(m1_rate[NV])
     empty_ms = statistics.median(m1_ms["empty loop: count(1)"])
+    floor_ms = statistics.median(m1_ms[FLOOR])
     lines = [f"## M1: one session, `SELECT count(G) FROM generate_series(1, {fmt(n)})`", "",
-             "| generator | ids/s (median) | min-max | ratio to nextval() | ns per id beyond the empty loop |",
-             "|---|---:|---:|---:|---:|"]
+             "| generator | ids/s (median) | min-max | ratio to nextval() | ns per id beyond the empty loop | ns per id above the floor |",
+             "|---|---:|---:|---:|---:|---:|"]
     for name, rates in sorted(m1_rate.items(), key=lambda kv: -statistics.median(kv[1])):
         med, lo, hi = summary(rates)
         net = (statistics.median(m1_ms[name]) - empty_ms) * 1e6 / n
-        lines.append(f"| `{name}` | {fmt(med)} | {fmt(lo)}-{fmt(hi)} | {med / base:.2f} | {'' if 'empty' in name else fmt(net)} |")
-    return lines + ["", "The batch row reserves 10,000 ids per call.", ""]
+        above = (statistics.median(m1_ms[name]) - floor_ms) * 1e6 / n
+        lines.append(f"| `{name}` | {fmt(med)} | {fmt(lo)}-{fmt(hi)} | {med / base:.2f} | {'' if 'empty' in name else fmt(net)} "
+                     f"| {'' if 'empty' in name or name == FLOOR else fmt(above)} |")
+    return lines + ["", f"The batch row reserves 10,000 ids per call. The floor is a function of this library that takes "
+                        "the same argument as `snowflake_nextval(1)`, reads the same clock and returns a bigint, and does "
+                        "nothing else (src/bench_floor.rs).", ""]
 
 
-def headline(m1_rate, m2_res, m3_res, m4_res, cg, clients_list, rows):
+def headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list, rows):
     """The figures README.md quotes, as markdown bullets."""
     med = statistics.median
     nv = med(m1_rate[NV])
@@ -269,11 +389,17 @@ def headline(m1_rate, m2_res, m3_res, m4_res, cg, clients_list, rows):
         return f"{min(ratios.values()):.2f}x (lowest, at {c} client{'s' if c > 1 else ''}) to {max(ratios.values()):.2f}x"
     size = {k: med([s for _, s in v[rows]]) for k, v in m4_res.items()}
     sf = "snowflake_nextval()"
+    above_floor = (med(m1_ms["snowflake_nextval(1)"]) - med(m1_ms[FLOOR])) * 1e6 / n
+    scale = [rate / m5_res["bigserial"]["rates"][i][1] for i, (_, rate) in enumerate(m5_res[sf]["rates"])]
+    pgedge = (f", pgEdge's `snowflake.nextval()` {med(m1_rate[PGEDGE]) / nv:.2f}x" if PGEDGE in m1_rate else "")
     return [
+        f"* **At the floor:** `snowflake_nextval(1)` takes {above_floor:+.0f} ns per id against a function that only "
+        f"reads the clock (M1; the difference is within this machine's noise when it is negative), and "
+        f"{cg['snowflake_nextval(1)'] or 0:,.0f} instructions per call against the floor's {cg[FLOOR] or 0:,.0f} (callgrind).",
         f"* **M1, one session:** `snowflake_nextval(1)` makes {med(m1_rate['snowflake_nextval(1)']) / nv:.2f}x as many ids "
         f"per second as `nextval()`, `snowflake_nextval()` {med(m1_rate[sf]) / nv:.2f}x, "
         f"`snowflake_nextval_batch` {med(m1_rate['snowflake_nextval_batch(1, 10000)']) / nv:.2f}x; "
-        f"`gen_random_uuid()` {med(m1_rate['gen_random_uuid()']) / nv:.2f}x.",
+        f"`gen_random_uuid()` {med(m1_rate['gen_random_uuid()']) / nv:.2f}x{pgedge}.",
         f"* **M2, pgbench `SELECT G;` at {', '.join(map(str, clients_list))} clients:** one worker for all clients "
         f"{worst(m2_res, 'snowflake_nextval(1)', NV)} the tps of `nextval()`; "
         f"a worker per client {worst(m2_res, 'snowflake_nextval(:client_id), a worker per client', NV)}.",
@@ -283,6 +409,11 @@ def headline(m1_rate, m2_res, m3_res, m4_res, cg, clients_list, rows):
         f"* **M4, {rows:,} rows in one INSERT:** the snowflake primary-key index is {size[sf] / size['bigserial']:.3f}x "
         f"the size of bigserial's (of the `snowflake` type: {size['snowflake type'] / size['bigserial']:.3f}x); UUIDv4's is {size['uuid v4 (gen_random_uuid)'] / size['bigserial']:.2f}x, "
         f"UUIDv7's {size['uuid v7 (PL/pgSQL)'] / size['bigserial']:.2f}x.",
+        f"* **M5, inserts at scale to {m5_res[sf]['rates'][-1][0] / 1e6:g}M rows** past a 128 MB buffer cache: "
+        f"snowflake {min(scale):.2f}x to {max(scale):.2f}x bigserial's rows/s at every size; at the end UUIDv4 "
+        f"{m5_res['uuid v4 (gen_random_uuid)']['rates'][-1][1] / m5_res['bigserial']['rates'][-1][1]:.2f}x, with "
+        f"{m5_res['uuid v4 (gen_random_uuid)']['wal'] / m5_res['bigserial']['wal']:.1f}x the WAL and "
+        f"{m5_res['uuid v4 (gen_random_uuid)']['index'] / m5_res['bigserial']['index']:.1f}x the index.",
         f"* **Instructions per call** (callgrind): `snowflake_nextval(1)` {cg['snowflake_nextval(1)'] or 0:,.0f}, "
         f"`nextval()` {cg[NV] or 0:,.0f}, `gen_random_uuid()` {cg['gen_random_uuid()'] or 0:,.0f}.",
     ]
@@ -314,7 +445,7 @@ def parse_callgrind(path):
     return rows
 
 
-def svg_chart(path, panels):
+def svg_chart(path, panels, xlabel="clients", ylabel="transactions per second (median)"):
     """panels: [(title, {series: {clients: median tps}})] -> one SVG with a line chart per panel."""
     # One colour per kind of generator in both panels; snowflake solid, the others dashed.
     def colour(name):
@@ -348,10 +479,10 @@ def svg_chart(path, panels):
             parts.append(f'<text x="{x0 + pad - 6}" y="{sy(v) + 4}" text-anchor="end">{v / 1000:g}k</text>')
             parts.append(f'<line x1="{x0 + pad}" y1="{sy(v)}" x2="{x0 + w - pad}" y2="{sy(v)}" stroke="#ddd"/>')
         for c in clients:
-            parts.append(f'<text x="{sx(c)}" y="{sy(0) + 18}" text-anchor="middle">{c}</text>')
-        parts.append(f'<text x="{x0 + w / 2}" y="{sy(0) + 36}" text-anchor="middle">clients</text>')
+            parts.append(f'<text x="{sx(c)}" y="{sy(0) + 18}" text-anchor="middle">{c:g}</text>')
+        parts.append(f'<text x="{x0 + w / 2}" y="{sy(0) + 36}" text-anchor="middle">{xlabel}</text>')
         parts.append(f'<text x="{x0 + 14}" y="{h / 2}" transform="rotate(-90 {x0 + 14} {h / 2})" '
-                     f'text-anchor="middle">transactions per second (median)</text>')
+                     f'text-anchor="middle">{ylabel}</text>')
         for i, (name, points) in enumerate(series.items()):
             stroke = colour(name)
             coords = " ".join(f"{sx(c):.1f},{sy(points[c]):.1f}" for c in clients if c in points)
@@ -373,16 +504,20 @@ def main():
     ap.add_argument("--out", help="where to write results.md and the chart (default: docs/, or a temporary directory with --short)")
     ap.add_argument("--port", type=int, default=5497)
     ap.add_argument("--m1-only", action="store_true", help="only M1, printed, no files written (to compare builds)")
+    ap.add_argument("--cg-only", action="store_true", help="only the instruction counts, printed, no files written")
     ap.add_argument("--repeats", type=int, help="rounds per measurement (default 5, 2 with --short)")
     args = ap.parse_args()
 
     if args.short:
         n, repeats, seconds, sizes, clients_list, cg_calls = 200_000, 2, 1, [100_000, 200_000], [1, 2, 4, 8], 2_000
         m3_repeats, m3_seconds = 2, 1
+        m5_total, m5_segments = 300_000, 3
     else:
         n, repeats, seconds, sizes, clients_list, cg_calls = 2_000_000, 5, 5, [1_000_000, 2_000_000], [1, 2, 4, 8], 100_000
         # Inserts wait on fsync, whose latency varies most on this machine: more, shorter rounds.
         m3_repeats, m3_seconds = 11, 3
+        m5_total, m5_segments = 20_000_000, 10
+    m5_clients, m5_batch = 4, 1000
     repeats = args.repeats or repeats
     out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="snowflake_ext-bench-")) if args.short else ROOT / "docs")
     out.mkdir(parents=True, exist_ok=True)
@@ -390,7 +525,14 @@ def main():
     work.mkdir(exist_ok=True)
     shutil.chown(work, "postgres", "postgres")
 
+    if args.cg_only:
+        cg, breakdown = callgrind(work, args.port + 1, cg_calls)
+        print("\n".join(f"{label}: {v or 0:,.0f} instructions per call" for label, v in cg.items()))
+        print(breakdown)
+        return
     pgedge = PGEDGE_CONTROL.exists()
+    if pgedge:
+        M3_TABLES[PGEDGE] = "id bigint PRIMARY KEY DEFAULT snowflake.nextval('pgedge_seq')"
     settings = ["snowflake.worker_id=1", "shared_buffers=256MB", "max_wal_size=8GB", "checkpoint_timeout=30min",
                 "fsync=on", "synchronous_commit=on"]
     if pgedge:
@@ -399,8 +541,9 @@ def main():
     server.start()
     started = time.time()
     try:
-        server.psql("CREATE EXTENSION snowflake_ext; CREATE SEQUENCE bench_seq;" + UUIDV7_PLPGSQL)
+        server.psql("CREATE EXTENSION snowflake_ext; CREATE SEQUENCE bench_seq;" + UUIDV7_PLPGSQL + FLOOR_SQL)
         generators = {
+            FLOOR: "snowflake_bench_floor(1)",
             "snowflake_nextval(1)": "snowflake_nextval(1)",
             "snowflake_nextval()": "snowflake_nextval()",
             NV: "nextval('bench_seq')",
@@ -412,7 +555,7 @@ def main():
             del generators["gen_random_uuid()"], generators["uuid v7 (PL/pgSQL)"]
         if pgedge:
             server.psql("CREATE EXTENSION IF NOT EXISTS snowflake; CREATE SEQUENCE pgedge_seq;")
-            generators["pgEdge snowflake.nextval()"] = "snowflake.nextval('pgedge_seq')"
+            generators[PGEDGE] = "snowflake.nextval('pgedge_seq')"
         server.psql("SELECT snowflake_nextval(1), snowflake_nextval(), nextval('bench_seq')")  # first leases
 
         print(f"== M1: one session, {fmt(n)} ids, {repeats} rounds", flush=True)
@@ -432,6 +575,8 @@ def main():
         version, _ = server.psql("SELECT version()")
     finally:
         server.destroy()
+    print(f"== M5: inserts at scale, to {fmt(m5_total)} rows", flush=True)
+    m5_res = m5(work, args.port + 2, m5_total, m5_segments, m5_clients, m5_batch)
     print("== C: instructions per call (callgrind)", flush=True)
     cg, breakdown = callgrind(work, args.port + 1, cg_calls)
     elapsed = time.time() - started
@@ -474,13 +619,14 @@ def main():
             size = statistics.median([s for _, s in per[rows]])
             med, lo, hi = summary(ms)
             lines.append(f"| `{label}` | {fmt(rows)} | {fmt(med)} ({fmt(lo)}-{fmt(hi)}) | {size / 2**20:.1f} MB | {size / big:.3f} |")
+    lines += [""] + m5_table(m5_res, m5_total, m5_clients, m5_batch)
     lines += ["", f"## Cost per id: instructions per call (callgrind, {fmt(cg_calls)} calls each)", "",
               "Counted inside each SQL function (inclusive of everything it calls), in a server run under valgrind.", "",
               "| function | instructions per call |", "|---|---:|"]
     for label, v in cg.items():
         lines.append(f"| `{label}` | {fmt(v) if v else 'n/a'} |")
     lines += ["", "Where `snowflake_nextval(1)`'s instructions go (inclusive, per call):", "", "```", breakdown, "```", ""]
-    heads = headline(m1_rate, m2_res, m3_res, m4_res, cg, clients_list, sizes[-1])
+    heads = headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list, sizes[-1])
     lines[4:4] = ["## Headline", ""] + heads + [""]
     (out / "results.md").write_text("\n".join(lines) + "\n")
     if not args.short and out.resolve() == (ROOT / "docs").resolve():
@@ -490,8 +636,11 @@ def main():
         ("M2: SELECT G (pgbench)", {k: {c: statistics.median(v[c]) for c in clients_list} for k, v in m2_res.items()}),
         ("M3: INSERT with a G primary key (pgbench)", {k: {c: statistics.median(v[c]) for c in clients_list} for k, v in m3_res.items()}),
     ])
+    svg_chart(out / "bench-scale.svg", [
+        ("M5: inserts as the table grows", {k: {rows / 1e6: rate for rows, rate in v["rates"]} for k, v in m5_res.items()}),
+    ], xlabel="million rows in the table", ylabel="rows inserted per second")
     print("\n".join(lines))
-    print(f"\nwrote {out / 'results.md'} and {out / 'bench-throughput.svg'}")
+    print(f"\nwrote {out / 'results.md'}, {out / 'bench-throughput.svg'} and {out / 'bench-scale.svg'}")
 
 
 if __name__ == "__main__":
