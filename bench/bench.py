@@ -427,7 +427,8 @@ def update_readme(heads, day):
         return
     block = [begin, f"From the run of `bench/run` on {day} on this project's 2-core build machine "
              "(full tables: [docs/results.md](docs/results.md)):", ""] + heads + [
-        "", "![M2 and M3 throughput against clients](docs/bench-throughput.svg)", end]
+        "", "![M2 and M3 throughput against clients](docs/bench-throughput.svg)",
+        "", "![M5: insert rate as the table grows](docs/bench-scale.svg)", end]
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     readme.write_text(head + "\n".join(block) + tail)
