@@ -55,7 +55,7 @@ BEGIN
            AND NOT a.attisdropped
            AND a.atttypid OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.int8'::pg_catalog.regtype::pg_catalog.oid,
                                                           '@extschema@.snowflake'::pg_catalog.regtype::pg_catalog.oid])
-         ORDER BY pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.~) 'snowflake_nextval\(' DESC,
+         ORDER BY pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.~) 'snowflake_nextval\(' DESC NULLS LAST,
                   EXISTS (SELECT FROM pg_catalog.pg_index i
                           WHERE i.indrelid OPERATOR(pg_catalog.=) a.attrelid AND i.indisprimary
                             AND i.indnkeyatts OPERATOR(pg_catalog.=) 1

@@ -121,6 +121,16 @@ pub fn layout_error(err: LayoutError, layout: &Layout) -> ! {
             )),
             "Pass an id made by snowflake_nextval() or snowflake_compose().",
         ),
+        LayoutError::IdAfterEnd(id) => raise(
+            ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("{id} is not an id of this layout: its time field is past the layout's end"),
+            Some(format!(
+                "{} The largest id is {}.",
+                range_of(layout),
+                layout.max_id(layout.max_time())
+            )),
+            "Decode the id with the layout that made it (snowflake_decode(id, layout)).",
+        ),
     }
 }
 

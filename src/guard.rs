@@ -46,8 +46,21 @@ fn snowflake_guard_row<'a>(
         )
     };
     let warn_only = args.get(1).is_some_and(|m| m == "warning");
-    let Some(id) = row.get_by_name::<i64>(column).ok().flatten() else {
-        return Ok(Some(row));
+    // A NULL id cannot collide; a column renamed or retyped since the guard was installed is
+    // an error, never a row let through unchecked.
+    let id = match row.get_by_name::<i64>(column) {
+        Ok(Some(id)) => id,
+        Ok(None) => return Ok(Some(row)),
+        Err(e) => errors::raise(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
+            format!(
+                "snowflake_guard_row on {}.{} cannot read bigint column \"{column}\": {e}",
+                trigger.table_schema()?,
+                trigger.table_name()?
+            ),
+            None,
+            "Install the guard again with snowflake_guard(table), which names the id column as it is now.",
+        ),
     };
     let layout = settings::layout();
     let Ok(parts) = layout.decompose(id) else {

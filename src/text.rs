@@ -70,11 +70,17 @@ fn snowflake_from_text(input: &str, form: default!(&str, "'base32'")) -> i64 {
     text::decode(input, form).unwrap_or_else(|why| bad_text(input, form, why))
 }
 
-/// The `snowflake` type's input function: a decimal id.
+/// The `snowflake` type's input function: a decimal id. A negative bigint is read too, as
+/// `int8in` would: the implicit casts from the integer types let the type hold one, and what
+/// `snowflake_out` prints must read back (COPY, pg_dump); decoding it is still an error.
 #[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn snowflake_in(input: &CStr) -> i64 {
     let input = input.to_string_lossy();
-    text::decode(&input, Form::Decimal).unwrap_or_else(|why| {
+    let read = match text::decode(&input, Form::Decimal) {
+        Err(BadText::Negative) => input.trim().parse::<i64>().map_err(|_| BadText::Negative),
+        read => read,
+    };
+    read.unwrap_or_else(|why| {
         errors::raise(
             PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
             format!("invalid input syntax for type snowflake: \"{input}\""),

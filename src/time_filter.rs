@@ -25,6 +25,11 @@ use pgrx::prelude::*;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::ptr;
 
+/// The built-in btree operator family `datetime_ops` (date, timestamp and timestamptz,
+/// cross-type operators included): OID 434 in `pg_opfamily.dat` of every major, which pgrx
+/// does not name.
+const DATETIME_BTREE_FAM_OID: pg_sys::Oid = pg_sys::Oid::from_u32(434);
+
 /// The smallest id any worker can have at or after `ts` (0 before the layout's epoch): every id
 /// whose `snowflake_timestamp` is at least `ts` is at least this.
 #[pg_extern(immutable, strict, parallel_safe)]
@@ -272,19 +277,27 @@ unsafe fn implied(clause: *mut Node) -> Vec<*mut Node> {
             return Vec::new();
         };
         let (x, schema) = call;
-        if pg_sys::contain_volatile_functions(rhs) || pg_sys::contain_subplans(rhs) {
+        // Both sides are evaluated again in the bounds: only expressions that give the same
+        // value each time may be.
+        if [x, rhs]
+            .iter()
+            .any(|e| pg_sys::contain_volatile_functions(*e) || pg_sys::contain_subplans(*e))
+        {
             return Vec::new();
         }
-        let name = pg_sys::get_opname((*op).opno);
-        if name.is_null() {
-            return Vec::new();
-        }
-        let name = CStr::from_ptr(name).to_string_lossy().into_owned();
+        // The operator by what it is, not by its name: a member of the built-in btree family
+        // of date, timestamp and timestamptz (a user's `=` in another schema is not).
+        let strategy = pg_sys::get_op_opfamily_strategy((*op).opno, DATETIME_BTREE_FAM_OID);
         // Which bounds the comparison implies, read as `snowflake_timestamp(x) OP rhs`.
-        let (lower, upper) = match (name.as_str(), flipped) {
-            (">=" | ">", false) | ("<=" | "<", true) => (true, false),
-            ("<=" | "<", false) | (">=" | ">", true) => (false, true),
-            ("=", _) => (true, true),
+        const LT: c_int = pg_sys::BTLessStrategyNumber as c_int;
+        const LE: c_int = pg_sys::BTLessEqualStrategyNumber as c_int;
+        const EQ: c_int = pg_sys::BTEqualStrategyNumber as c_int;
+        const GE: c_int = pg_sys::BTGreaterEqualStrategyNumber as c_int;
+        const GT: c_int = pg_sys::BTGreaterStrategyNumber as c_int;
+        let (lower, upper) = match (strategy, flipped) {
+            (GE | GT, false) | (LE | LT, true) => (true, false),
+            (LE | LT, false) | (GE | GT, true) => (false, true),
+            (EQ, _) => (true, true),
             _ => return Vec::new(),
         };
         let rhs = pg_sys::coerce_to_target_type(

@@ -67,6 +67,8 @@ pub enum LayoutError {
     /// A time after the layout's last unit, in PostgreSQL microseconds.
     AfterEnd(i64),
     NegativeId(i64),
+    /// An id whose time field is past the layout's last unit (a layout of fewer than 63 bits).
+    IdAfterEnd(i64),
 }
 
 /// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
@@ -149,11 +151,9 @@ impl Layout {
         seq_bits: u32,
         order: Order,
     ) -> Result<Layout, String> {
-        if time_bits + worker_bits + seq_bits > 64 {
-            return Err(format!(
-                "the fields take {} bits; an id has 64",
-                time_bits + worker_bits + seq_bits
-            ));
+        let bits = u64::from(time_bits) + u64::from(worker_bits) + u64::from(seq_bits);
+        if bits > 64 {
+            return Err(format!("the fields take {bits} bits; an id has 64"));
         }
         if time_bits < 20 {
             return Err(format!(
@@ -384,8 +384,12 @@ impl Layout {
             Order::WorkerSequence => ((id >> self.seq_bits) & worker_mask, id & seq_mask),
             Order::SequenceWorker => (id & worker_mask, (id >> self.worker_bits) & seq_mask),
         };
+        let time = id >> (self.worker_bits + self.seq_bits);
+        if time > self.max_time() {
+            return Err(LayoutError::IdAfterEnd(id as i64));
+        }
         Ok(Parts {
-            time: id >> (self.worker_bits + self.seq_bits),
+            time,
             worker: worker as u32,
             seq: seq as u32,
         })
@@ -480,7 +484,17 @@ fn parse_epoch(value: &str) -> Result<i64, String> {
         .split(':')
         .map(|p| p.parse().map_err(|_| bad()))
         .collect::<Result<_, _>>()?;
-    if d.len() != 3 || t.len() != 3 || !(1..=12).contains(&d[1]) || !(1..=31).contains(&d[2]) {
+    if d.len() != 3
+        || t.len() != 3
+        || !(1..=9999).contains(&d[0])
+        || !(1..=12).contains(&d[1])
+        || !(1..=31).contains(&d[2])
+        || !(0..=23).contains(&t[0])
+        || !(0..=59).contains(&t[1])
+        || !(0..=59).contains(&t[2])
+        || frac.is_empty()
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
         return Err(bad());
     }
     let ms_frac: i64 = format!("{frac:0<3}")[..3].parse().map_err(|_| bad())?;
@@ -711,6 +725,22 @@ mod tests {
                 .unwrap_err()
                 .contains("9999")
         );
+        // Malformed specs are errors, never a panic or a wrapped sum.
+        for bad in [
+            "epoch=2020-01-01T00:00:00.\u{e9}\u{e9} time=41 worker=10 sequence=12",
+            "epoch=2020-01-01T25:00:00 time=41 worker=10 sequence=12",
+            "epoch=2020-01-01 time=4294967273 worker=10 sequence=13",
+        ] {
+            assert!(Layout::parse(bad).is_err(), "{bad}");
+        }
+        // An id past the end of a layout narrower than 63 bits is not decoded as a time.
+        let narrow =
+            Layout::parse("epoch=2020-01-01 unit=86400000ms time=20 worker=0 sequence=1").unwrap();
+        assert_eq!(
+            narrow.decompose(i64::MAX),
+            Err(LayoutError::IdAfterEnd(i64::MAX))
+        );
+        assert!(narrow.decompose(narrow.max_id(narrow.max_time())).is_ok());
         assert!(Layout::DISCORD.check_generation().is_err());
         assert!(Layout::SONYFLAKE.check_generation().is_ok());
         assert_eq!(Layout::PGEDGE.preset_name(), Some("pgedge"));
