@@ -138,6 +138,12 @@ def paired_ratios(values, reference):
     return [v / r for v, r in zip(values, reference)]
 
 
+def above_floor_ns(m1_ms, name, n):
+    """Nanoseconds per id that `name` takes beyond the floor: the median over rounds of the
+    difference between the two runs of a round (as paired_ratios, for the same reason)."""
+    return statistics.median((ms - floor) * 1e6 / n for ms, floor in zip(m1_ms[name], m1_ms[FLOOR]))
+
+
 def rounds(names, repeats, run):
     """Runs run(name) for every name, `repeats` rounds, in a new random order each round."""
     results = {n: [] for n in names}
@@ -236,8 +242,11 @@ def m5(work, port, total, segments, clients, batch):
     timed in `segments` equal parts. Returns {label: {"rates": [(rows so far, rows/s)], "index":
     bytes, "heap": bytes, "wal": bytes}}."""
     pgedge = PGEDGE_CONTROL.exists()
+    # A checkpoint (not timed) after each part, and none within one: each part is timed under
+    # the same conditions, instead of whichever parts a checkpoint happened to fall in. The
+    # overall rate counts the checkpoints too.
     settings = ["snowflake.worker_id=1", "shared_buffers=128MB", "synchronous_commit=off", "fsync=on",
-                "max_wal_size=1GB", "checkpoint_timeout=5min", "max_connections=20"]
+                "max_wal_size=8GB", "checkpoint_timeout=1h", "max_connections=20"]
     server = Server(Path(work) / "m5-data", port, settings + (["snowflake.node=2"] if pgedge else []))
     server.start()
     tables = dict(M5_TABLES)
@@ -255,7 +264,7 @@ def m5(work, port, total, segments, clients, batch):
             server.psql(f"DROP TABLE IF EXISTS m5; CREATE TABLE m5 ({tables[label]}, v int) "
                         "WITH (autovacuum_enabled = off); CHECKPOINT;")
             start_lsn, _ = server.psql("SELECT pg_current_wal_lsn()")
-            rates, rows = [], 0
+            rates, rows, first = [], 0, time.time()
             for _ in range(segments):
                 began = time.time()
                 server.pgbench_transactions(f"INSERT INTO m5 (v) SELECT 1 FROM generate_series(1, {batch});",
@@ -263,11 +272,13 @@ def m5(work, port, total, segments, clients, batch):
                 done = per_client * clients * batch
                 rows += done
                 rates.append((rows, done / (time.time() - began)))
+                server.psql("CHECKPOINT")
+            overall = rows / (time.time() - first)
             sizes, _ = server.psql(f"SELECT pg_relation_size('m5_pkey'), pg_relation_size('m5'), "
                                    f"pg_wal_lsn_diff(pg_current_wal_lsn(), '{start_lsn}')::bigint, count(*) FROM m5")
             index, heap, wal, count = (int(x) for x in sizes.split("|"))
             assert count == rows, f"{label}: {count} rows, expected {rows}"
-            out[label] = {"rates": rates, "index": index, "heap": heap, "wal": wal}
+            out[label] = {"rates": rates, "overall": overall, "index": index, "heap": heap, "wal": wal}
             print(f"   {label}: {fmt(rates[-1][1])} rows/s at {fmt(rows)} rows", flush=True)
         server.psql("DROP TABLE m5")
         return {label: out[label] for label in tables}
@@ -279,13 +290,15 @@ def m5_table(res, total, clients, batch):
     big = res["bigserial"]
     sizes = [r for r, _ in big["rates"]]
     lines = [f"## M5: inserts at scale, {clients} clients inserting batches of {fmt(batch)} rows to {fmt(total)} rows", "",
-             "shared_buffers = 128MB, synchronous_commit = off, max_wal_size = 1GB. One run per generator, in a random "
-             "order. Rows per second in each part of the growth (the table's size at the end of the part), then the "
-             "ratio to bigserial in the same part.", "",
-             "| generator | " + " | ".join(f"to {r / 1e6:g}M" for r in sizes) + " | index | heap | WAL |",
-             "|---|" + "---:|" * (len(sizes) + 3)]
+             "shared_buffers = 128MB, synchronous_commit = off, a CHECKPOINT after each part (not timed) and none "
+             "within one (max_wal_size = 8GB). One run per generator, in a random order. Rows per second in each part "
+             "of the growth (the table's size at the end of the part), then the ratio to bigserial in the same part; "
+             "overall: all the rows over the whole time, checkpoints included.", "",
+             "| generator | " + " | ".join(f"to {r / 1e6:g}M" for r in sizes) + " | overall | index | heap | WAL |",
+             "|---|" + "---:|" * (len(sizes) + 4)]
     for label, r in res.items():
         cells = [f"{fmt(rate)} **{rate / big['rates'][i][1]:.2f}**" for i, (_, rate) in enumerate(r["rates"])]
+        cells.append(f"{fmt(r['overall'])} **{r['overall'] / big['overall']:.2f}**")
         lines.append(f"| `{label}` | " + " | ".join(cells) + f" | {r['index'] / 2**20:.0f} MB | "
                      f"{r['heap'] / 2**20:.0f} MB | {r['wal'] / 2**20:.0f} MB |")
     return lines + ["", "![M5: insert rate as the table grows](bench-scale.svg)", ""]
@@ -364,19 +377,18 @@ def callgrind_run(work, port, calls, functions):
 def m1_table(m1_rate, m1_ms, n):
     base = statistics.median(m1_rate[NV])
     empty_ms = statistics.median(m1_ms["empty loop: count(1)"])
-    floor_ms = statistics.median(m1_ms[FLOOR])
     lines = [f"## M1: one session, `SELECT count(G) FROM generate_series(1, {fmt(n)})`", "",
              "| generator | ids/s (median) | min-max | ratio to nextval() | ns per id beyond the empty loop | ns per id above the floor |",
              "|---|---:|---:|---:|---:|---:|"]
     for name, rates in sorted(m1_rate.items(), key=lambda kv: -statistics.median(kv[1])):
         med, lo, hi = summary(rates)
         net = (statistics.median(m1_ms[name]) - empty_ms) * 1e6 / n
-        above = (statistics.median(m1_ms[name]) - floor_ms) * 1e6 / n
         lines.append(f"| `{name}` | {fmt(med)} | {fmt(lo)}-{fmt(hi)} | {med / base:.2f} | {'' if 'empty' in name else fmt(net)} "
-                     f"| {'' if 'empty' in name or name == FLOOR else fmt(above)} |")
+                     f"| {'' if 'empty' in name or name == FLOOR else fmt(above_floor_ns(m1_ms, name, n))} |")
     return lines + ["", f"The batch row reserves 10,000 ids per call. The floor is a function of this library that takes "
                         "the same argument as `snowflake_nextval(1)`, reads the same clock and returns a bigint, and does "
-                        "nothing else (src/bench_floor.rs).", ""]
+                        "nothing else (src/bench_floor.rs). Above the floor: the median over rounds of the difference between "
+                        "the two runs of a round.", ""]
 
 
 def headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list, rows):
@@ -389,7 +401,7 @@ def headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list
         return f"{min(ratios.values()):.2f}x (lowest, at {c} client{'s' if c > 1 else ''}) to {max(ratios.values()):.2f}x"
     size = {k: med([s for _, s in v[rows]]) for k, v in m4_res.items()}
     sf = "snowflake_nextval()"
-    above_floor = (med(m1_ms["snowflake_nextval(1)"]) - med(m1_ms[FLOOR])) * 1e6 / n
+    above_floor = above_floor_ns(m1_ms, "snowflake_nextval(1)", n)
     scale = [rate / m5_res["bigserial"]["rates"][i][1] for i, (_, rate) in enumerate(m5_res[sf]["rates"])]
     pgedge = (f", pgEdge's `snowflake.nextval()` {med(m1_rate[PGEDGE]) / nv:.2f}x" if PGEDGE in m1_rate else "")
     return [
@@ -410,7 +422,8 @@ def headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list
         f"the size of bigserial's (of the `snowflake` type: {size['snowflake type'] / size['bigserial']:.3f}x); UUIDv4's is {size['uuid v4 (gen_random_uuid)'] / size['bigserial']:.2f}x, "
         f"UUIDv7's {size['uuid v7 (PL/pgSQL)'] / size['bigserial']:.2f}x.",
         f"* **M5, inserts at scale to {m5_res[sf]['rates'][-1][0] / 1e6:g}M rows** past a 128 MB buffer cache: "
-        f"snowflake {min(scale):.2f}x to {max(scale):.2f}x bigserial's rows/s at every size; at the end UUIDv4 "
+        f"snowflake {min(scale):.2f}x to {max(scale):.2f}x bigserial's rows/s at every size "
+        f"({m5_res[sf]['overall'] / m5_res['bigserial']['overall']:.2f}x overall, checkpoints included); at the end UUIDv4 "
         f"{m5_res['uuid v4 (gen_random_uuid)']['rates'][-1][1] / m5_res['bigserial']['rates'][-1][1]:.2f}x, with "
         f"{m5_res['uuid v4 (gen_random_uuid)']['wal'] / m5_res['bigserial']['wal']:.1f}x the WAL and "
         f"{m5_res['uuid v4 (gen_random_uuid)']['index'] / m5_res['bigserial']['index']:.1f}x the index.",
@@ -559,8 +572,9 @@ def main():
             generators[PGEDGE] = "snowflake.nextval('pgedge_seq')"
         server.psql("SELECT snowflake_nextval(1), snowflake_nextval(), nextval('bench_seq')")  # first leases
 
-        print(f"== M1: one session, {fmt(n)} ids, {repeats} rounds", flush=True)
-        m1_rate, m1_ms = m1(server, n, repeats, generators)
+        # M1's runs take a second or less: three times the rounds, for the floor's few ns.
+        print(f"== M1: one session, {fmt(n)} ids, {3 * repeats} rounds", flush=True)
+        m1_rate, m1_ms = m1(server, n, 3 * repeats, generators)
         if args.m1_only:
             print("\n".join(m1_table(m1_rate, m1_ms, n)))
             return
