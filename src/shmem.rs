@@ -15,7 +15,7 @@ use snowflake_core::generator::{Params, Slot};
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicUsize, Ordering::*};
 
 const NAME: &CStr = c"snowflake_ext";
 
@@ -29,6 +29,9 @@ pub struct Shared {
     pub renewal_requested: AtomicBool,
     /// The mark writer's latch, 0 while it is not running.
     pub writer_latch: AtomicUsize,
+    /// When a waiting backend last asked the postmaster to look at its background workers
+    /// (PostgreSQL 14 and 15 only, see `wait.rs`), in microseconds of the server's clock.
+    pub postmaster_nudged_at: AtomicI64,
     control: UnsafeCell<Control>,
     workers: usize,
 }
@@ -130,6 +133,7 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
                 cv: UnsafeCell::new(std::mem::zeroed()),
                 renewal_requested: AtomicBool::new(false),
                 writer_latch: AtomicUsize::new(0),
+                postmaster_nudged_at: AtomicI64::new(0),
                 control: UnsafeCell::new(Control::default()),
                 workers,
             });

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 pub const MARK_WAIT_LIMIT: Duration = Duration::from_secs(10);
 /// How often a waiting backend looks at the writer's state even without a broadcast.
 const RECHECK_MS: i64 = 200;
+/// How long a backend waits for a mark before it nudges the postmaster, and how often the
+/// server as a whole nudges it after that (see `nudge_postmaster`).
+const NUDGE_AFTER: Duration = Duration::from_secs(1);
 
 /// Waits for the mark writer after a refusal for lack of a mark (or while the worker is
 /// closed), then returns so the caller tries again; or raises the error that says why no
@@ -60,11 +63,57 @@ pub fn for_marks(shared: &Shared, worker: u32, since: Instant) {
             ),
         );
     }
+    if since.elapsed() > NUDGE_AFTER {
+        nudge_postmaster(shared);
+    }
     // SAFETY: the condition variable lives in the shared segment; sleeping on it is what it is
     // for. It checks for interrupts, so a cancel or a terminate ends the wait.
     unsafe {
         pg_sys::ConditionVariableTimedSleep(shared.cv(), RECHECK_MS, pg_sys::PG_WAIT_EXTENSION);
     }
+}
+
+/// Asks the postmaster to look at its background workers, at most once per `NUDGE_AFTER`
+/// across the server, so that a mark writer that exited is restarted when its restart time
+/// is up rather than whenever the postmaster next wakes.
+///
+/// Why: before PostgreSQL 16 the postmaster computes its `select()` timeout (up to 60 s)
+/// while signals are blocked; the SIGCHLD of a writer that exits just then (while the
+/// postmaster is busy forking connections, say) is handled when signals are unblocked, but
+/// does not shorten the sleep that follows, and the restart waits for the next connection
+/// or the timeout. Every id of the server waits with it. `PMSIGNAL_BACKGROUND_WORKER_CHANGE`
+/// runs `maybe_start_bgworkers` in the postmaster's signal handler, which restarts a crashed
+/// worker whose restart time has passed and does nothing otherwise. From 16 on the
+/// postmaster waits on a latch, the race is gone, and this does nothing.
+fn nudge_postmaster(shared: &Shared) {
+    #[cfg(any(feature = "pg14", feature = "pg15"))]
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        // SAFETY: reads the clock; no other effect.
+        let now = unsafe { pg_sys::GetCurrentTimestamp() };
+        let last = shared.postmaster_nudged_at.load(Relaxed);
+        // abs_diff, so that a clock stepped back does not silence the nudge.
+        if now.abs_diff(last) < NUDGE_AFTER.as_micros() as u64
+            || shared
+                .postmaster_nudged_at
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        unsafe extern "C-unwind" {
+            /// storage/pmsignal.h; not in pgrx's bindings. `PMSignalReason` is a C enum,
+            /// passed as an int.
+            fn SendPostmasterSignal(reason: std::ffi::c_int);
+        }
+        /// `PMSIGNAL_BACKGROUND_WORKER_CHANGE` in PostgreSQL 14 and 15 (the sixth value).
+        const PMSIGNAL_BACKGROUND_WORKER_CHANGE: std::ffi::c_int = 5;
+        // SAFETY: a backend may signal the postmaster at any time; this reason only makes it
+        // look at the background worker list.
+        unsafe { SendPostmasterSignal(PMSIGNAL_BACKGROUND_WORKER_CHANGE) };
+    }
+    #[cfg(not(any(feature = "pg14", feature = "pg15")))]
+    let _ = shared;
 }
 
 /// Ends a wait that `for_marks` may have prepared (a no-op otherwise).

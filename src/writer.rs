@@ -23,6 +23,8 @@
 //! id (so a clean restart resumes on the clock), and exits with code 1, so that the postmaster
 //! restarts it a second later unless the server is shutting down. An error or a crash of the
 //! writer is restarted the same way; shared memory keeps the workers' state meanwhile.
+//! (Before PostgreSQL 16 the postmaster can miss that moment and sleep on; backends waiting
+//! for a mark nudge it, see `wait.rs`.)
 
 use crate::control::{Answer, Ask, State, TableState, ASK_EXPIRES_MS};
 use crate::shmem::{self, Shared};
