@@ -209,7 +209,7 @@ pub fn no_marks(worker: u32, why: String, hint: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("snowflake worker {worker} cannot mint ids: {why}"),
-        Some("No id is issued unless a high-water mark above it is durable in the snowflake_marks table; otherwise ids could repeat.".into()),
+        Some("No id is issued unless a high-water mark above it is durable in snowflake_ext_state.marks; otherwise ids could repeat.".into()),
         hint,
     )
 }

@@ -32,9 +32,9 @@ pub fn define(preloading: bool) {
 fn define_restart_only() {
     GucRegistry::define_string_guc(
         c"snowflake.database",
-        c"Database whose snowflake_marks table holds this server's high-water marks.",
+        c"Database whose snowflake_ext_state.marks table holds this server's high-water marks.",
         c"The mark writer background worker connects to this database and keeps every \
-          worker's high-water mark in the snowflake_marks table of snowflake_ext there, so \
+          worker's high-water mark in the table snowflake_ext_state.marks there, so \
           that the marks travel in WAL: standbys replay them, a promoted standby, a restored \
           backup and pg_upgrade all continue above them. CREATE EXTENSION snowflake_ext must \
           have been run in it; until it is, no ids are issued.",

@@ -303,7 +303,7 @@ impl Writer {
         self.shared.broadcast();
         errors::log(
             format!("snowflake: {NAME} restarted; the workers' state was kept"),
-            "",
+            "The marks are read again from snowflake_ext_state.marks; any that lag behind the workers' state in shared memory are written again.",
         );
     }
 
