@@ -15,7 +15,7 @@ use snowflake_core::generator::{Params, Slot};
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 
 const NAME: &CStr = c"snowflake_ext";
 
@@ -30,8 +30,9 @@ pub struct Shared {
     /// The mark writer's latch, 0 while it is not running.
     pub writer_latch: AtomicUsize,
     /// When a waiting backend last asked the postmaster to look at its background workers
-    /// (PostgreSQL 14 and 15 only, see `wait.rs`), in microseconds of the server's clock.
-    pub postmaster_nudged_at: AtomicI64,
+    /// (PostgreSQL 14 and 15 only, see `wait.rs`), in milliseconds of the boot clock
+    /// (`clock::boot_ms`), which every process reads alike and nobody steps.
+    pub postmaster_nudged_at: AtomicU64,
     control: UnsafeCell<Control>,
     workers: usize,
 }
@@ -133,7 +134,7 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
                 cv: UnsafeCell::new(std::mem::zeroed()),
                 renewal_requested: AtomicBool::new(false),
                 writer_latch: AtomicUsize::new(0),
-                postmaster_nudged_at: AtomicI64::new(0),
+                postmaster_nudged_at: AtomicU64::new(0),
                 control: UnsafeCell::new(Control::default()),
                 workers,
             });

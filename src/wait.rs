@@ -89,11 +89,9 @@ fn nudge_postmaster(shared: &Shared) {
     #[cfg(any(feature = "pg14", feature = "pg15"))]
     {
         use std::sync::atomic::Ordering::Relaxed;
-        // SAFETY: reads the clock; no other effect.
-        let now = unsafe { pg_sys::GetCurrentTimestamp() };
+        let now = crate::clock::boot_ms();
         let last = shared.postmaster_nudged_at.load(Relaxed);
-        // abs_diff, so that a clock stepped back does not silence the nudge.
-        if now.abs_diff(last) < NUDGE_AFTER.as_micros() as u64
+        if now.saturating_sub(last) < NUDGE_AFTER.as_millis() as u64
             || shared
                 .postmaster_nudged_at
                 .compare_exchange(last, now, Relaxed, Relaxed)
@@ -101,6 +99,8 @@ fn nudge_postmaster(shared: &Shared) {
         {
             return;
         }
+        // SAFETY: the declaration matches `void SendPostmasterSignal(PMSignalReason)` of 14
+        // and 15, whose enum is passed as an int.
         unsafe extern "C-unwind" {
             /// storage/pmsignal.h; not in pgrx's bindings. `PMSignalReason` is a C enum,
             /// passed as an int.
