@@ -89,6 +89,8 @@ pub fn install() {
     }
 }
 
+// SAFETY: the declaration matches `standard_planner` of optimizer/planner.h in every supported
+// major (the signature of `planner_hook_type`, which `plan` below implements).
 unsafe extern "C-unwind" {
     /// PostgreSQL's planner, called as it is: pgrx's `pg_sys::standard_planner` would catch every
     /// planning error (a division by zero folded as a constant, any function's error) and raise
