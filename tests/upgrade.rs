@@ -204,25 +204,25 @@ fn alter_extension_update_from_0_1_0_gives_a_fresh_install_and_inserts_go_on() {
 /// The lines of `a` that `b` lacks ("- ") and those of `b` that `a` lacks ("+ "), counted as
 /// multisets: enough to see what differs without printing both dumps whole.
 fn line_diff(a: &str, b: &str) -> String {
-    fn count(text: &str) -> std::collections::BTreeMap<&str, i64> {
-        let mut lines = std::collections::BTreeMap::new();
+    type Counts<'t> = std::collections::BTreeMap<&'t str, i64>;
+    fn count(text: &str) -> Counts<'_> {
+        let mut lines = Counts::new();
         for line in text.lines() {
             *lines.entry(line).or_default() += 1;
         }
         lines
     }
+    fn only_in(x: &Counts, y: &Counts, mark: &str) -> String {
+        let mut out = String::new();
+        for (line, n) in x {
+            for _ in 0..(n - y.get(line).copied().unwrap_or(0)).max(0) {
+                out += &format!("{mark} {line}\n");
+            }
+        }
+        out
+    }
     let (a, b) = (count(a), count(b));
-    let mut out = String::new();
-    for (line, n) in &a {
-        for _ in 0..(n - b.get(line).copied().unwrap_or(0)).max(0) {
-            out += &format!("- {line}\n");
-        }
-    }
-    for (line, n) in &b {
-        for _ in 0..(n - a.get(line).copied().unwrap_or(0)).max(0) {
-            out += &format!("+ {line}\n");
-        }
-    }
+    let mut out = only_in(&a, &b, "-") + &only_in(&b, &a, "+");
     if out.is_empty() {
         out = "the same lines in another order".into();
     }
