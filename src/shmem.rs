@@ -50,7 +50,7 @@ static SHARED: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
 static PRELOADED: AtomicBool = AtomicBool::new(false);
 
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
-#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+#[cfg(not(feature = "pg14"))]
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 
 /// Notes that the library is being preloaded; called first thing in `_PG_init`.
@@ -63,12 +63,12 @@ pub fn request() {
     // SAFETY: _PG_init runs once, in the postmaster, before any other process exists; the
     // hooks are PostgreSQL's documented extension points, and we chain to the previous ones.
     unsafe {
-        #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+        #[cfg(not(feature = "pg14"))]
         {
             PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
             pg_sys::shmem_request_hook = Some(on_shmem_request);
         }
-        #[cfg(any(feature = "pg13", feature = "pg14"))]
+        #[cfg(feature = "pg14")]
         request_space();
         PREV_SHMEM_STARTUP_HOOK = pg_sys::shmem_startup_hook;
         pg_sys::shmem_startup_hook = Some(on_shmem_startup);
@@ -95,7 +95,7 @@ unsafe fn request_space() {
     }
 }
 
-#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+#[cfg(not(feature = "pg14"))]
 // SAFETY: PostgreSQL calls it once, in the postmaster, while shared memory is being sized.
 #[pg_guard]
 unsafe extern "C-unwind" fn on_shmem_request() {
