@@ -35,19 +35,34 @@ fn bad_text(input: &str, form: Form, why: BadText) -> ! {
         Form::Decimal => ("250163766832934912", "up to 19 digits".to_string()),
         Form::Base32 => (
             "06Y62KVCW0C00",
-            format!("{} Crockford base32 digits", text::BASE32_WIDTH),
+            format!(
+                "exactly {} Crockford base32 digits (single hyphens may separate them)",
+                text::BASE32_WIDTH
+            ),
         ),
         Form::Base62 => (
             "0ITkfOwqJlI",
-            format!("{} base62 digits", text::BASE62_WIDTH),
+            format!("exactly {} base62 digits", text::BASE62_WIDTH),
         ),
     };
     errors::raise(
         PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
-        format!("invalid snowflake id in {form:?} form: \"{input}\""),
+        format!(
+            "invalid snowflake id in {form:?} form: \"{}\"",
+            shortened(input)
+        ),
         Some(format!("It is not an id because {why}.")),
         &format!("A snowflake id in this form is {width}, like {example}."),
     )
+}
+
+/// At most `SHOWN` characters of a text, for a message.
+fn shortened(input: &str) -> String {
+    const SHOWN: usize = 40;
+    match input.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{}... ({} characters)", &input[..end], input.chars().count()),
+        None => input.to_string(),
+    }
 }
 
 /// The id as text: `decimal`, `base32` (Crockford, 13 characters, case-insensitive when read)

@@ -43,6 +43,16 @@ pub enum BadText {
         found: char,
         at: usize,
     },
+    /// A fixed-width form with another number of digits than its width: read as an id, a
+    /// short or long text would be another id, so it is refused.
+    Length {
+        expected: usize,
+        found: usize,
+    },
+    /// A base32 hyphen that does not stand between two digits, and where it is.
+    Hyphen {
+        at: usize,
+    },
     /// More than a positive 64-bit integer holds.
     TooLarge,
     Negative,
@@ -59,6 +69,14 @@ impl fmt::Display for BadText {
                     at + 1
                 )
             }
+            BadText::Length { expected, found } => {
+                write!(f, "it has {found} digits, not {expected}")
+            }
+            BadText::Hyphen { at } => write!(
+                f,
+                "the hyphen at position {} does not separate two digits",
+                at + 1
+            ),
             BadText::TooLarge => write!(f, "it is larger than the largest id, 9223372036854775807"),
             BadText::Negative => write!(f, "ids are never negative"),
         }
@@ -85,6 +103,40 @@ fn in_base(mut n: u64, digits: &[u8], width: usize) -> String {
     String::from_utf8(out).expect("ASCII digits")
 }
 
+impl Form {
+    /// How many digits a text of this form has: exactly its width for the padded forms,
+    /// anything from 1 on for decimal.
+    pub fn width(self) -> Option<usize> {
+        match self {
+            Form::Decimal => None,
+            Form::Base32 => Some(BASE32_WIDTH),
+            Form::Base62 => Some(BASE62_WIDTH),
+        }
+    }
+
+    fn base(self) -> u64 {
+        match self {
+            Form::Decimal => 10,
+            Form::Base32 => 32,
+            Form::Base62 => 62,
+        }
+    }
+
+    fn digit(self, c: char) -> Option<u32> {
+        match self {
+            Form::Decimal => c.to_digit(10),
+            Form::Base32 => base32_digit(c),
+            Form::Base62 => BASE62
+                .iter()
+                .position(|&d| d as char == c)
+                .map(|d| d as u32),
+        }
+    }
+}
+
+/// Reads an id in `form`, surrounding white space ignored. The padded forms must have exactly
+/// their width in digits (base32 may separate them with single hyphens, as Crockford allows):
+/// a digit more or less would read as another id.
 pub fn decode(text: &str, form: Form) -> Result<i64, BadText> {
     let text = text.trim();
     if text.is_empty() {
@@ -93,34 +145,31 @@ pub fn decode(text: &str, form: Form) -> Result<i64, BadText> {
     if text.starts_with('-') && form == Form::Decimal {
         return Err(BadText::Negative);
     }
+    let chars: Vec<char> = text.chars().collect();
     let mut value: u64 = 0;
     let mut digits = 0;
-    for (at, c) in text.chars().enumerate() {
+    for (at, &c) in chars.iter().enumerate() {
         if form == Form::Base32 && c == '-' {
-            continue; // Crockford allows hyphens for readability
+            let between = at > 0 && chars[at - 1] != '-' && chars.get(at + 1).is_some_and(|&n| n != '-');
+            if !between {
+                return Err(BadText::Hyphen { at });
+            }
+            continue;
         }
-        let digit = match form {
-            Form::Decimal => c.to_digit(10),
-            Form::Base32 => base32_digit(c),
-            Form::Base62 => BASE62
-                .iter()
-                .position(|&d| d as char == c)
-                .map(|d| d as u32),
-        }
-        .ok_or(BadText::Character { found: c, at })?;
-        let base = match form {
-            Form::Decimal => 10,
-            Form::Base32 => 32,
-            Form::Base62 => 62,
-        };
+        let digit = form.digit(c).ok_or(BadText::Character { found: c, at })?;
+        digits += 1;
         value = value
-            .checked_mul(base)
+            .checked_mul(form.base())
             .and_then(|v| v.checked_add(digit as u64))
             .ok_or(BadText::TooLarge)?;
-        digits += 1;
     }
-    if digits == 0 {
-        return Err(BadText::Empty);
+    if let Some(width) = form.width() {
+        if digits != width {
+            return Err(BadText::Length {
+                expected: width,
+                found: digits,
+            });
+        }
     }
     i64::try_from(value).map_err(|_| BadText::TooLarge)
 }
@@ -190,10 +239,17 @@ mod tests {
         let id = 250_284_542_764_544_000;
         let text = encode(id, Form::Base32);
         assert_eq!(decode(&text.to_lowercase(), Form::Base32), Ok(id));
-        assert_eq!(decode("0O1IL", Form::Base32), decode("00111", Form::Base32));
         assert_eq!(
-            decode("ABC-DEF", Form::Base32),
-            decode("ABCDEF", Form::Base32)
+            decode("00000000O1IL", Form::Base32).map_err(|_| ()),
+            Err(())
+        );
+        assert_eq!(
+            decode("000000000O1IL", Form::Base32),
+            decode("0000000000111", Form::Base32)
+        );
+        assert_eq!(
+            decode("06Y62-KVCW0-C00", Form::Base32),
+            decode("06Y62KVCW0C00", Form::Base32)
         );
     }
 
@@ -204,6 +260,42 @@ mod tests {
             decode("12U4", Form::Base32),
             Err(BadText::Character { found: 'U', at: 2 })
         );
+        // A digit more or less would be another id: the padded forms have one width.
+        assert_eq!(
+            decode("06Y62KVCW0C0", Form::Base32),
+            Err(BadText::Length {
+                expected: 13,
+                found: 12
+            })
+        );
+        assert_eq!(
+            decode("06Y62KVCW0C000", Form::Base32),
+            Err(BadText::Length {
+                expected: 13,
+                found: 14
+            })
+        );
+        assert_eq!(
+            decode(&"0".repeat(100_000), Form::Base32),
+            Err(BadText::Length {
+                expected: 13,
+                found: 100_000
+            })
+        );
+        assert_eq!(
+            decode("0000000000", Form::Base62),
+            Err(BadText::Length {
+                expected: 11,
+                found: 10
+            })
+        );
+        for bad in ["-06Y62KVCW0C00", "06Y62KVCW0C00-", "06Y62--KVCW0C00"] {
+            assert!(
+                matches!(decode(bad, Form::Base32), Err(BadText::Hyphen { .. })),
+                "{bad}"
+            );
+        }
+        assert_eq!(decode(&"0".repeat(40), Form::Decimal), Ok(0));
         assert_eq!(
             decode("abc!", Form::Base62),
             Err(BadText::Character { found: '!', at: 3 })
