@@ -21,9 +21,9 @@ const ANSWER_LIMIT: Duration = Duration::from_millis(crate::control::ASK_EXPIRES
 #[pg_extern(volatile, parallel_unsafe, name = "snowflake_restore_mark")]
 fn snowflake_restore_mark_all(above: Option<i64>) -> i64 {
     let (shared, layout) = prepare();
-    let floor = floor_above(above, layout);
-    restore(shared, None, floor);
-    layout.id_from_tick(floor, 0)
+    let from = first_tick_above(above, layout);
+    restore(shared, None, from);
+    layout.id_from_tick(from, 0)
 }
 
 /// Worker `worker`'s ids from now on are above `above`. Returns its new mark.
@@ -36,9 +36,9 @@ fn snowflake_restore_mark_worker(worker: Option<i32>, above: Option<i64>) -> i64
             .check_worker(w as i64)
             .unwrap_or_else(|e| errors::layout_error(e, layout)),
     };
-    let floor = floor_above(above, layout);
-    let mark = restore(shared, Some(worker), floor);
-    layout.id_from_tick(mark.max(floor), worker)
+    let from = first_tick_above(above, layout);
+    let mark = restore(shared, Some(worker), from);
+    layout.id_from_tick(mark.max(from), worker)
 }
 
 /// Every worker's ids from now on are above the largest id in `tables` (their columns whose
@@ -58,9 +58,9 @@ fn snowflake_restore_mark_from(tables: Option<Vec<Option<pg_sys::Oid>>>) -> i64 
     for table in tables {
         above = above.max(largest_id(table));
     }
-    let floor = floor_above(Some(above), layout);
-    restore(shared, None, floor);
-    layout.id_from_tick(floor, 0)
+    let from = first_tick_above(Some(above), layout);
+    restore(shared, None, from);
+    layout.id_from_tick(from, 0)
 }
 
 /// Brings `worker`'s ids back to the right time after a forward clock jump it followed; the
@@ -153,7 +153,7 @@ fn prepare() -> (&'static Shared, &'static Layout) {
 
 /// The first tick whose ids, of every worker, are all above `above`: the start of the next
 /// time unit.
-fn floor_above(above: Option<i64>, layout: &Layout) -> u64 {
+fn first_tick_above(above: Option<i64>, layout: &Layout) -> u64 {
     let above = match above {
         None => errors::null_argument(
             "the id to restore above",
@@ -170,8 +170,8 @@ fn floor_above(above: Option<i64>, layout: &Layout) -> u64 {
     (parts.time + 1) << layout.seq_bits
 }
 
-fn restore(shared: &Shared, worker: Option<u32>, floor: u64) -> u64 {
-    match ask(shared, Ask::Restore { worker, floor }) {
+fn restore(shared: &Shared, worker: Option<u32>, from: u64) -> u64 {
+    match ask(shared, Ask::Restore { worker, from }) {
         (Answer::Restored { mark }, _) => mark,
         (_, text) => failed(text),
     }

@@ -12,7 +12,7 @@ pub enum State {
     Starting,
     /// The marks are loaded; ids are issued below them.
     Ready,
-    /// The persisted marks are missing, from another layout, or doubtful: nothing is issued
+    /// The marks are missing, from another layout, or doubtful: nothing is issued
     /// until an administrator restores them.
     InDoubt,
 }
@@ -68,9 +68,9 @@ pub struct TableState {
 pub enum Ask {
     #[default]
     Nothing,
-    /// Every id of `worker` (or of every worker) from now on is at or above tick `floor`;
+    /// Every id of `worker` (or of every worker) from now on is at or above tick `from`;
     /// for all workers, this also accepts the current marks table when it is in doubt.
-    Restore { worker: Option<u32>, floor: u64 },
+    Restore { worker: Option<u32>, from: u64 },
     /// Undo a forward clock jump `worker` followed (`snowflake_core::marks::rewind`), with the
     /// asking session's clock (time units): the clock the ids will follow.
     Rewind { worker: u32, clock: u64 },

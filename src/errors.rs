@@ -177,12 +177,12 @@ pub fn worker_id_unset() -> ! {
 pub fn batch_too_large(n: u64, worker: u32, capacity: u64) -> ! {
     raise(
         ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-        format!("cannot reserve {n} snowflake ids of worker {worker} at once"),
+        format!("cannot take {n} snowflake ids of worker {worker} at once"),
         Some(format!(
             "snowflake.max_ahead = {} ms lets a worker's ids run at most that far ahead of the clock, which holds {capacity} ids.",
             settings::MAX_AHEAD_MS.get()
         )),
-        "Reserve fewer ids per call, or raise snowflake.max_ahead.",
+        "Take fewer ids per call, or raise snowflake.max_ahead.",
     )
 }
 
@@ -220,7 +220,7 @@ pub fn clock_event(worker: u32, event: ClockEvent, layout: &Layout) {
     match event {
         ClockEvent::BehindMark { by } => warn(
             format!(
-                "snowflake: the system clock is {} ms behind the persisted high-water mark of worker {worker}",
+                "snowflake: the system clock is {} ms behind the high-water mark of worker {worker}",
                 ms(by)
             ),
             "The worker continues from its mark, so its ids keep increasing, with time fields ahead of the \

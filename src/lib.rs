@@ -39,7 +39,7 @@
 //! Marks reach two seconds ahead of each worker and are raised in the background once half of
 //! that is used, so backends never touch the disk while ids flow at any ordinary rate. A
 //! server in recovery has no mark writer and mints nothing: every generating function raises
-//! SQLSTATE 25006 there. When the persisted marks are missing or doubtful (the table dropped
+//! SQLSTATE 25006 there. When the marks are missing or doubtful (the table dropped
 //! or replaced, the wrong `snowflake.database`, a damaged token file, another layout), the mark
 //! writer refuses to mint until a superuser restores them (`snowflake_core::startup`,
 //! `admin.rs`); only a first start, with no marks ever written, starts from the clock.
@@ -53,7 +53,7 @@
 //! wait: a call costs the function call, a clock read and a few loads besides the
 //! compare-and-swap (`bench/`, against a function doing only the call and the clock read). The
 //! slow path (`nextval.rs`) takes the control LWLock only to run the clock check and the same
-//! reservation with every limit told apart; it never waits or raises an error while holding
+//! issue with every limit told apart; it never waits or raises an error while holding
 //! it. A backend that needs a mark records what it needs in the slot, wakes the writer, and
 //! sleeps on a condition variable the writer broadcasts once the new marks are durable; one
 //! that would run more than `snowflake.max_ahead` past the clock sleeps on its latch. Both

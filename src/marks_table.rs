@@ -1,4 +1,4 @@
-//! Where the marks are persisted: two tables in the schema `snowflake_ext_state` of the marks
+//! Where the marks are kept: two tables in the schema `snowflake_ext_state` of the marks
 //! database (`snowflake.database`), written only by the mark writer, in its own transactions.
 //!
 //! ```sql
@@ -24,7 +24,7 @@
 use pgrx::pg_sys;
 use pgrx::spi::Spi;
 use snowflake_core::layout::Layout;
-use snowflake_core::marks::Persisted;
+use snowflake_core::marks::Row;
 use snowflake_core::startup::{Meta, FORMAT};
 use snowflake_core::token::Identity;
 
@@ -55,7 +55,7 @@ REVOKE ALL ON snowflake_ext_state.meta, snowflake_ext_state.marks FROM PUBLIC;
 ";
 
 /// The header row and where the table is: `None` if the marks schema does not exist (nothing
-/// was ever persisted here, or it was dropped); an error if the schema exists but the header
+/// was ever written here, or it was dropped); an error if the schema exists but the header
 /// cannot be read, which is doubt, not a first start.
 pub fn read_meta() -> Result<Option<Meta>, String> {
     let schema = Spi::get_one::<bool>(
@@ -107,9 +107,9 @@ fn identity(token: u64) -> Result<Identity, String> {
     }
 }
 
-/// Every worker's persisted state, in ticks. A row that does not decode in `layout` as an id
+/// Every worker's row, in ticks. A row that does not decode in `layout` as an id
 /// of its worker is an error (the caller refuses to mint).
-pub fn read_marks(layout: &Layout) -> Result<Vec<(u32, Persisted)>, String> {
+pub fn read_marks(layout: &Layout) -> Result<Vec<(u32, Row)>, String> {
     Spi::connect(|client| {
         let rows = client
             .select(
@@ -144,7 +144,7 @@ pub fn read_marks(layout: &Layout) -> Result<Vec<(u32, Persisted)>, String> {
             };
             out.push((
                 worker,
-                Persisted {
+                Row {
                     mark: tick(2)?,
                     jump_base: tick(3)?,
                     jump_from: tick(4)?,
@@ -186,7 +186,7 @@ pub fn lock_identity() -> Option<Identity> {
 }
 
 /// Writes the given workers' state, in the writer's current transaction.
-pub fn write(layout: &Layout, rows: &[(u32, Persisted)]) {
+pub fn write(layout: &Layout, rows: &[(u32, Row)]) {
     let id = |tick: u64, worker: u32| (tick != 0).then(|| layout.id_from_tick(tick, worker));
     let mut workers = Vec::with_capacity(rows.len());
     let mut cols: [Vec<Option<i64>>; 5] = Default::default();

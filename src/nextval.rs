@@ -1,6 +1,6 @@
 //! The generating functions: `snowflake_nextval()`, `snowflake_nextval(worker)`,
 //! `snowflake_nextval_batch(n)` and `snowflake_nextval_batch(worker, n)`, and the path every
-//! one of them takes to a reservation.
+//! one of them takes to issue ids.
 //!
 //! Volatility and parallel safety, chosen deliberately:
 //! * VOLATILE, because every call returns a new value: the planner must neither fold a call into a
@@ -60,12 +60,12 @@ fn next(shared: &Shared, worker: u32) -> i64 {
 
 fn batch(shared: &'static Shared, worker: u32, n: Option<i32>) -> SetOfIterator<'static, i64> {
     let n = match n {
-        None => errors::null_argument("n", "Pass how many ids to reserve, between 1 and 1000000."),
+        None => errors::null_argument("n", "Pass how many ids to take, between 1 and {MAX_BATCH}."),
         Some(n) if !(1..=MAX_BATCH).contains(&n) => errors::raise(
             PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("cannot reserve {n} snowflake ids in one call"),
+            format!("cannot take {n} snowflake ids in one call"),
             Some(format!("n must be between 1 and {MAX_BATCH}.")),
-            "Reserve at most 1000000 ids per call; call it again for more.",
+            &format!("Take at most {MAX_BATCH} ids per call; call it again for more."),
         ),
         Some(n) => n as u64,
     };
@@ -105,7 +105,7 @@ fn configured_worker(layout: &Layout) -> u32 {
         .unwrap_or_else(|e| errors::layout_error(e, layout))
 }
 
-/// Reserves `n` consecutive ticks of `worker` and returns the first: the fast path of
+/// Issues `n` consecutive ticks of `worker` and returns the first: the fast path of
 /// `Slot::try_issue`, one compare-and-swap with no lock, and the slow path below when a limit
 /// is near or a clock check is due.
 #[inline]
@@ -117,7 +117,7 @@ fn issue(shared: &Shared, worker: u32, n: u64) -> u64 {
         match slot.try_issue(p, clock, n) {
             Ok(issued) => {
                 if issued.low {
-                    shared.request_renewal();
+                    shared.request_mark();
                 }
                 return issued.first;
             }
@@ -154,20 +154,20 @@ fn issue_slowly(shared: &Shared, worker: u32, n: u64) -> u64 {
             errors::clock_event(worker, event, &p.layout);
         }
         if slot.dirty.load(std::sync::atomic::Ordering::Acquire) {
-            shared.request_renewal();
+            shared.request_mark();
         }
         match outcome {
             Outcome::Issued(issued) => {
                 wait::done();
                 if issued.low {
-                    shared.request_renewal();
+                    shared.request_mark();
                 }
                 return issued.first;
             }
             Outcome::Contended => {}
             Outcome::NeedMark { through } => {
-                slot.want(through);
-                shared.request_renewal();
+                slot.wait_for(through);
+                shared.request_mark();
                 wait::for_marks(shared, worker, since);
             }
             Outcome::Closed => wait::for_marks(shared, worker, since),

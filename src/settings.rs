@@ -64,7 +64,7 @@ fn define_reloadable() {
         c"Ids carry a time. More than one sequence's worth of ids in one time unit borrows \
           the next unit, and a clock stepping back leaves ids ahead of it; this bounds how far \
           a worker's ids may run past the newest clock reading it has seen, carried forward at \
-          the real pace (or its persisted mark after a restart). A call that would pass it \
+          the real pace (or its high-water mark after a restart). A call that would pass it \
           waits, without holding any lock, until the clock catches up; a batch larger than the \
           bound can ever hold is an error. It applies to every caller, superusers included.",
         &MAX_AHEAD_MS,

@@ -26,7 +26,7 @@ pub struct Shared {
     cv: UnsafeCell<pg_sys::ConditionVariable>,
     /// Set by a backend that wants the mark writer to look at the slots, cleared by the
     /// writer when it does (see `writer.rs`).
-    pub renewal_requested: AtomicBool,
+    pub mark_requested: AtomicBool,
     /// The mark writer's latch, 0 while it is not running.
     pub writer_latch: AtomicUsize,
     /// When a waiting backend last asked the postmaster to look at its background workers
@@ -132,7 +132,7 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
                 params,
                 lock: &raw mut (*pg_sys::GetNamedLWLockTranche(NAME.as_ptr())).lock,
                 cv: UnsafeCell::new(std::mem::zeroed()),
-                renewal_requested: AtomicBool::new(false),
+                mark_requested: AtomicBool::new(false),
                 writer_latch: AtomicUsize::new(0),
                 postmaster_nudged_at: AtomicU64::new(0),
                 control: UnsafeCell::new(Control::default()),
@@ -203,8 +203,8 @@ impl Shared {
     /// the writer's scan sees what this caller stored, or this caller sees the flag cleared and
     /// sets the latch.
     #[inline]
-    pub fn request_renewal(&self) {
-        if !self.renewal_requested.load(SeqCst) && !self.renewal_requested.swap(true, SeqCst) {
+    pub fn request_mark(&self) {
+        if !self.mark_requested.load(SeqCst) && !self.mark_requested.swap(true, SeqCst) {
             let latch = self.writer_latch.load(Acquire);
             if latch != 0 {
                 // SAFETY: the writer's latch lives in its PGPROC, in shared memory, for as long
@@ -218,10 +218,10 @@ impl Shared {
 impl Shared {
     /// Wakes the mark writer whether or not a request is pending.
     pub fn wake_writer(&self) {
-        self.renewal_requested.store(true, Release);
+        self.mark_requested.store(true, Release);
         let latch = self.writer_latch.load(Acquire);
         if latch != 0 {
-            // SAFETY: as in `request_renewal`.
+            // SAFETY: as in `request_mark`.
             unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
         }
     }

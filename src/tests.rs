@@ -214,12 +214,12 @@ mod tests {
         Spi::run("SELECT snowflake_nextval(NULL)").unwrap();
     }
 
-    #[pg_test(error = "cannot reserve 0 snowflake ids in one call")]
+    #[pg_test(error = "cannot take 0 snowflake ids in one call")]
     fn batch_of_zero() {
         Spi::run("SELECT snowflake_nextval_batch(1, 0)").unwrap();
     }
 
-    #[pg_test(error = "cannot reserve 1000001 snowflake ids in one call")]
+    #[pg_test(error = "cannot take 1000001 snowflake ids in one call")]
     fn batch_too_large() {
         Spi::run("SELECT snowflake_nextval_batch(1, 1000001)").unwrap();
     }

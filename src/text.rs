@@ -60,7 +60,11 @@ fn bad_text(input: &str, form: Form, why: BadText) -> ! {
 fn shortened(input: &str) -> String {
     const SHOWN: usize = 40;
     match input.char_indices().nth(SHOWN) {
-        Some((end, _)) => format!("{}... ({} characters)", &input[..end], input.chars().count()),
+        Some((end, _)) => format!(
+            "{}... ({} characters)",
+            &input[..end],
+            input.chars().count()
+        ),
         None => input.to_string(),
     }
 }

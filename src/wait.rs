@@ -39,7 +39,7 @@ pub fn for_marks(shared: &Shared, worker: u32, since: Instant) {
     if since.elapsed() > MARK_WAIT_LIMIT {
         let why = match (state, failure) {
             (_, Some(failure)) => format!(
-                "its high-water mark could not be persisted for {} s: {failure}",
+                "its high-water mark could not be written for {} s: {failure}",
                 MARK_WAIT_LIMIT.as_secs()
             ),
             (State::Starting, None) => format!(
@@ -47,7 +47,7 @@ pub fn for_marks(shared: &Shared, worker: u32, since: Instant) {
                 MARK_WAIT_LIMIT.as_secs()
             ),
             _ => format!(
-                "no high-water mark was persisted in {} s",
+                "no high-water mark was written in {} s",
                 MARK_WAIT_LIMIT.as_secs()
             ),
         };

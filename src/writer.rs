@@ -10,9 +10,9 @@
 //!
 //! Protocol with the backends:
 //! * a backend whose worker's mark is low, or who was refused for lack of one, notes what it
-//!   needs in the worker's slot, sets `renewal_requested` and, if that was not already set,
-//!   the writer's latch (`Shared::request_renewal`);
-//! * the writer clears `renewal_requested`, takes from every slot what is due, writes it in
+//!   needs in the worker's slot, sets `mark_requested` and, if that was not already set,
+//!   the writer's latch (`Shared::request_mark`);
+//! * the writer clears `mark_requested`, takes from every slot what is due, writes it in
 //!   one transaction (committed with `synchronous_commit = on`), raises the marks in shared
 //!   memory, and broadcasts on the condition variable the waiting backends sleep on;
 //! * when a write fails it logs a warning (at most one a minute, then one when it works
@@ -35,7 +35,7 @@ use pgrx::PgTryBuilder;
 use snowflake_core::generator::Params;
 use snowflake_core::layout::Layout;
 use snowflake_core::legacy;
-use snowflake_core::marks::{self, Persisted};
+use snowflake_core::marks::{self, Row};
 use snowflake_core::startup::{self, Decision, Legacy};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::time::{Duration, Instant};
@@ -199,7 +199,7 @@ struct Writer {
     shared: &'static Shared,
     p: Params,
     /// Per worker, what is in the marks table.
-    disk: Vec<Persisted>,
+    stored: Vec<Row>,
     /// The marks table it writes (also in the control block).
     table: TableState,
     /// Write failures, and doubt about the marks: each logged at most once a minute.
@@ -213,7 +213,7 @@ impl Writer {
         Writer {
             shared,
             p,
-            disk: vec![Persisted::default(); p.layout.workers()],
+            stored: vec![Row::default(); p.layout.workers()],
             table: TableState::default(),
             trouble: Trouble::default(),
             doubt: Trouble::default(),
@@ -262,7 +262,7 @@ impl Writer {
                     continue;
                 }
             }
-            self.shared.renewal_requested.store(false, SeqCst);
+            self.shared.mark_requested.store(false, SeqCst);
             let asked = self.take_ask();
             let written = self.pass();
             if let Some(ask) = asked {
@@ -290,10 +290,10 @@ impl Writer {
         }
         self.table = table;
         let layout = *self.layout();
-        self.disk.fill(Persisted::default());
+        self.stored.fill(Row::default());
         if let Ok(Ok(rows)) = transaction(move || marks_table::read_marks(&layout)) {
-            for (w, persisted) in rows {
-                self.disk[w as usize] = persisted;
+            for (w, row) in rows {
+                self.stored[w as usize] = row;
             }
         }
         for slot in self.shared.slots() {
@@ -347,7 +347,7 @@ impl Writer {
                 if legacy.is_some() && layout != Layout::SNOWFLAKE {
                     return self.set_state(
                         State::InDoubt,
-                        "snowflake_ext 0.1.0 left lease files in the default layout, but snowflake.layout is another",
+                        "snowflake_ext 0.1.0 left state files (snowflake_ext/lease.0, lease.1) in the default layout, but snowflake.layout is another",
                     );
                 }
                 self.set_table(TableState {
@@ -357,12 +357,12 @@ impl Writer {
                 let legacy = legacy.unwrap_or_default();
                 for (w, slot) in self.shared.slots().iter().enumerate() {
                     let mark = legacy.get(w).copied().unwrap_or(0).min(self.p.tick_limit);
-                    self.disk[w] = Persisted::default();
+                    self.stored[w] = Row::default();
                     marks::load(
                         slot,
-                        &Persisted {
+                        &Row {
                             mark,
-                            ..Persisted::default()
+                            ..Row::default()
                         },
                     );
                     if mark > 0 {
@@ -372,8 +372,8 @@ impl Writer {
                 }
                 if !legacy.is_empty() {
                     errors::log(
-                        format!("snowflake: carrying the marks of snowflake_ext 0.1.0's lease files into {}.marks", marks_table::SCHEMA),
-                        "The lease files are no longer used after this.",
+                        format!("snowflake: carrying the marks of snowflake_ext 0.1.0's state files into {}.marks", marks_table::SCHEMA),
+                        "The files (snowflake_ext/lease.0 and lease.1) are no longer used after this.",
                     );
                 }
             }
@@ -384,14 +384,14 @@ impl Writer {
                     identity: Some(meta.identity),
                     token_file_ok: !write_token,
                 });
-                self.disk.fill(Persisted::default());
-                let mut loaded = vec![Persisted::default(); self.disk.len()];
-                for (w, persisted) in rows {
-                    loaded[w as usize] = persisted;
-                    self.disk[w as usize] = persisted;
+                self.stored.fill(Row::default());
+                let mut loaded = vec![Row::default(); self.stored.len()];
+                for (w, row) in rows {
+                    loaded[w as usize] = row;
+                    self.stored[w as usize] = row;
                 }
-                for (slot, persisted) in self.shared.slots().iter().zip(&loaded) {
-                    marks::load(slot, persisted);
+                for (slot, row) in self.shared.slots().iter().zip(&loaded) {
+                    marks::load(slot, row);
                 }
             }
         }
@@ -433,7 +433,7 @@ impl Writer {
         let now = clock::wall(self.layout());
         let mut due = Vec::new();
         for (w, slot) in self.shared.slots().iter().enumerate() {
-            if let Some(want) = marks::due(slot, &self.p, now, &self.disk[w]) {
+            if let Some(want) = marks::row_to_write(slot, &self.p, now, &self.stored[w]) {
                 due.push((w as u32, want));
             }
         }
@@ -443,8 +443,8 @@ impl Writer {
         match self.write(&due) {
             Ok(()) => {
                 for &(w, want) in &due {
-                    self.disk[w as usize] = want;
-                    marks::grant(self.shared.slot(w), want.mark);
+                    self.stored[w as usize] = want;
+                    marks::mark_written(self.shared.slot(w), want.mark);
                 }
                 self.set_failing(None);
                 self.shared.broadcast();
@@ -452,7 +452,7 @@ impl Writer {
             }
             Err(e) => {
                 for &(w, _) in &due {
-                    // Try again next time; what is granted stays as it was.
+                    // Try again next time; the marks in shared memory stay as they were.
                     self.shared.slot(w).dirty.store(true, Release);
                 }
                 self.set_failing(Some(&e));
@@ -465,10 +465,10 @@ impl Writer {
     /// Writes `rows` durably: the table (claiming it first if it is not the one this writer
     /// wrote before), then the token file. A write during which a cancel or a terminate
     /// arrived is not trusted, because that ends a wait for a synchronous standby early.
-    fn write(&mut self, rows: &[(u32, Persisted)]) -> Result<(), String> {
+    fn write(&mut self, rows: &[(u32, Row)]) -> Result<(), String> {
         let layout = *self.layout();
         let table = self.table;
-        let disk = self.disk.clone();
+        let stored = self.stored.clone();
         let signals = SIGNALS.load(SeqCst);
         let identity = transaction(move || {
             let identity = match marks_table::lock_identity() {
@@ -484,10 +484,10 @@ impl Writer {
                             ),
                             "This server's own state in shared memory covers every id it issued.",
                         );
-                        let known: Vec<(u32, Persisted)> = disk
+                        let known: Vec<(u32, Row)> = stored
                             .iter()
                             .enumerate()
-                            .filter(|(_, p)| **p != Persisted::default())
+                            .filter(|(_, p)| **p != Row::default())
                             .map(|(w, p)| (w as u32, *p))
                             .collect();
                         marks_table::write(&layout, &known);
@@ -542,7 +542,7 @@ impl Writer {
                         format!("snowflake: could not persist the high-water marks: {e}"),
                         &format!(
                             "{} attempt(s) failed so far; retrying every {} s. Ids are not issued beyond the \
-                             last mark persisted until this succeeds.",
+                             last mark written until this succeeds.",
                             self.trouble.failures,
                             RETRY.as_secs()
                         ),
@@ -554,7 +554,7 @@ impl Writer {
                 if let Some(since) = self.trouble.recovered() {
                     errors::log(
                         format!(
-                            "snowflake: the high-water marks are persisted again, after failing for {} s",
+                            "snowflake: the high-water marks are written again, after failing for {} s",
                             since.as_secs()
                         ),
                         "",
@@ -571,11 +571,11 @@ impl Writer {
         let mut control = self.shared.control();
         match ask {
             Ask::Nothing => {}
-            Ask::Restore { worker, floor } => {
+            Ask::Restore { worker, from } => {
                 let mut top = 0;
                 for (w, slot) in self.shared.slots().iter().enumerate() {
                     if worker.is_none_or(|x| x as usize == w) {
-                        top = top.max(marks::raise_floor(slot, &self.p, floor));
+                        top = top.max(marks::restore(slot, &self.p, from));
                     }
                 }
                 control.answer = Answer::Restored { mark: top };
@@ -624,8 +624,8 @@ impl Writer {
         }
         if let (Ask::Restore { worker, .. }, Answer::Restored { .. }) = (ask, control.answer) {
             let mark = match worker {
-                Some(w) => self.disk[w as usize].mark,
-                None => self.disk.iter().map(|p| p.mark).max().unwrap_or(0),
+                Some(w) => self.stored[w as usize].mark,
+                None => self.stored.iter().map(|p| p.mark).max().unwrap_or(0),
             };
             control.answer = Answer::Restored { mark };
         }
@@ -636,8 +636,8 @@ impl Writer {
 
     /// While the marks are in doubt, only an administrator's restore of every worker helps:
     /// it accepts the marks table as it is (creating it if it is gone) under a new token, with
-    /// every worker raised above the given floor.
-    fn accept_in_doubt(&mut self, floor: u64) -> Result<u64, String> {
+    /// every worker raised to at least `from`.
+    fn accept_in_doubt(&mut self, from: u64) -> Result<u64, String> {
         let layout = *self.layout();
         let rows = transaction(move || match marks_table::read_meta() {
             Ok(Some(m)) if m.layout == layout.to_string() => {
@@ -649,31 +649,31 @@ impl Writer {
             token: random_token(),
             ..TableState::default()
         });
-        let mut loaded = vec![Persisted::default(); self.disk.len()];
+        let mut loaded = vec![Row::default(); self.stored.len()];
         for (w, p) in rows {
             loaded[w as usize] = p;
         }
-        self.disk.fill(Persisted::default());
+        self.stored.fill(Row::default());
         for (slot, p) in self.shared.slots().iter().zip(&loaded) {
             marks::load(slot, p);
-            marks::raise_floor(slot, &self.p, floor);
+            marks::restore(slot, &self.p, from);
             slot.dirty.store(true, Release);
         }
         let now = clock::wall(self.layout());
-        let all: Vec<(u32, Persisted)> = self
+        let all: Vec<(u32, Row)> = self
             .shared
             .slots()
             .iter()
             .enumerate()
             .map(|(w, slot)| {
-                let mark = marks::renewal(slot, &self.p, now).unwrap_or(slot.mark.load(Acquire));
-                (w as u32, marks::persisted(slot, mark))
+                let mark = marks::next_mark(slot, &self.p, now).unwrap_or(slot.mark.load(Acquire));
+                (w as u32, marks::row(slot, mark))
             })
             .collect();
         self.write(&all)?;
         for &(w, p) in &all {
-            self.disk[w as usize] = p;
-            marks::grant(self.shared.slot(w), p.mark);
+            self.stored[w as usize] = p;
+            marks::mark_written(self.shared.slot(w), p.mark);
         }
         Ok(all.iter().map(|(_, p)| p.mark).max().unwrap_or(0))
     }
@@ -683,15 +683,15 @@ impl Writer {
     fn stop(&mut self) -> ! {
         self.shared.writer_latch.store(0, Release);
         if self.shared.control().state == State::Ready {
-            let rows: Vec<(u32, Persisted)> = self
+            let rows: Vec<(u32, Row)> = self
                 .shared
                 .slots()
                 .iter()
                 .enumerate()
                 .filter_map(|(w, slot)| {
                     let mark = marks::close(slot);
-                    let now = marks::persisted(slot, mark);
-                    (now != self.disk[w]).then_some((w as u32, now))
+                    let now = marks::row(slot, mark);
+                    (now != self.stored[w]).then_some((w as u32, now))
                 })
                 .collect();
             // A lowered mark need not wait for a standby: the higher one it replaces is safe.
@@ -759,7 +759,7 @@ impl Writer {
             return;
         };
         let answer = match ask {
-            Ask::Restore { worker: None, floor } => self.accept_in_doubt(floor),
+            Ask::Restore { worker: None, from } => self.accept_in_doubt(from),
             _ => Err("the marks are in doubt for every worker: restore them all with snowflake_restore_mark(<id>) first".into()),
         };
         let mut control = self.shared.control();
@@ -809,7 +809,7 @@ impl Trouble {
 }
 
 /// Runs `body` in a transaction of its own. A PostgreSQL error in it (a missing table, a lock
-/// timeout, a full disk) rolls the transaction back and comes back as `Err`, so the writer
+/// timeout, a full stored) rolls the transaction back and comes back as `Err`, so the writer
 /// keeps running and retries.
 fn transaction<R>(body: impl FnOnce() -> R) -> Result<R, String> {
     let result = transaction_inner(body);
@@ -859,7 +859,7 @@ fn describe(error: &pg_sys::panic::CaughtError) -> String {
     }
 }
 
-/// The marks of snowflake_ext 0.1.0's lease files, if there are any.
+/// The marks in snowflake_ext 0.1.0's state files, if there are any.
 fn read_legacy() -> Legacy {
     let mut found = [None, None];
     let mut any = false;
@@ -875,8 +875,8 @@ fn read_legacy() -> Legacy {
     }
     let [a, b] = found;
     match legacy::newest(a, b) {
-        Some(lease) => Legacy::Marks(lease.marks),
-        None if any => Legacy::Unreadable("neither lease file is intact".into()),
+        Some(snapshot) => Legacy::Marks(snapshot.marks),
+        None if any => Legacy::Unreadable("neither state file is intact".into()),
         None => Legacy::Absent,
     }
 }

@@ -19,7 +19,7 @@
 //! Three limits apply, each checked before the compare-and-swap; a call that meets one leaves
 //! the fast path (and the slow path of `nextval.rs` decides what to do):
 //!
-//! * **the mark** (`mark`): ticks at or above it may not be issued. It is the persisted
+//! * **the mark** (`mark`): ticks at or above it may not be issued. It is the durable
 //!   high-water mark: the mark writer raises it only once the new value is durable (see
 //!   `marks.rs`), so every issued id is below a durable mark and a restarted server continues
 //!   above it;
@@ -52,7 +52,7 @@ const HELD: u64 = u64::MAX / 2;
 pub struct Slot {
     /// The last tick issued, or [`CLOSED`] with it.
     pub word: AtomicU64,
-    /// Ticks below this may be issued: the persisted high-water mark.
+    /// Ticks below this may be issued: the high-water mark, durable.
     pub mark: AtomicU64,
     /// The clock (time units) at the last full check.
     pub refresh_at: AtomicU64,
@@ -63,8 +63,8 @@ pub struct Slot {
     /// Time units carried past the clock by sequence overflow.
     pub borrowed: AtomicU64,
     /// The highest tick a caller waits for (0: none): what the next mark must cover.
-    pub wanted: AtomicU64,
-    /// Set when the persisted part of the state changed and the mark writer should write it.
+    pub waiting_for: AtomicU64,
+    /// Set when the part of the state kept in the marks table changed and the mark writer should write it.
     pub dirty: AtomicBool,
 
     // Changed only by the slow path and the mark writer, under the control lock.
@@ -98,7 +98,7 @@ impl Default for Slot {
             slack: AtomicU64::new(0),
             issued: AtomicU64::new(0),
             borrowed: AtomicU64::new(0),
-            wanted: AtomicU64::new(0),
+            waiting_for: AtomicU64::new(0),
             dirty: AtomicBool::new(false),
             steps_back: AtomicU64::new(0),
             jumps: AtomicU64::new(0),
@@ -124,9 +124,9 @@ pub struct Params {
     /// One past the last tick the generator issues: the layout's last tick is kept unused, so
     /// that every mark, an exclusive bound, is itself a valid id (that is how it is stored).
     pub tick_limit: u64,
-    /// How far ahead of a worker a renewed mark reaches.
+    /// How far ahead of a worker a raised mark reaches.
     pub mark_ticks: u64,
-    /// A mark is renewed once less than this is left.
+    /// A mark is raised once less than this is left.
     pub low_ticks: u64,
     pub rules: Rules,
 }
@@ -154,7 +154,7 @@ impl Params {
     }
 }
 
-/// A successful reservation: ticks `first .. first + n`.
+/// Ids issued: ticks `first .. first + n`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Issued {
     pub first: u64,
@@ -229,7 +229,7 @@ impl Slot {
     }
 
     /// The slow path, under the control lock: a full clock check with fresh readings, then
-    /// the same reservation with every limit told apart. Returns what the check noticed too.
+    /// the same issue with every limit told apart. Returns what the check noticed too.
     pub fn try_issue_checked(
         &self,
         p: &Params,
@@ -330,10 +330,10 @@ impl Slot {
         }
     }
 
-    /// Records that a caller needs ticks through `through`. SeqCst, with the renewal flag's:
+    /// Records that a caller needs ticks through `through`. SeqCst, with the flag of `Shared::request_mark`:
     /// either the writer's scan sees this, or the caller sees the flag cleared and wakes it.
-    pub fn want(&self, through: u64) {
-        self.wanted.fetch_max(through, SeqCst);
+    pub fn wait_for(&self, through: u64) {
+        self.waiting_for.fetch_max(through, SeqCst);
     }
 
     /// The first tick at or after `tick` outside the reserved range: every move of the word

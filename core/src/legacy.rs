@@ -1,4 +1,4 @@
-//! The lease files of version 0.1.0 (`snowflake_ext/lease.0` and `lease.1` in the data
+//! The state files of version 0.1.0 (`snowflake_ext/lease.0` and `lease.1` in the data
 //! directory), read once to carry their marks into the marks table when a server that ran
 //! 0.1.0 first starts with this version. Pure decoding; the files are read by `writer.rs`.
 //!
@@ -14,14 +14,14 @@ const WORKERS: usize = 1024;
 pub const LEN: usize = 8 + 8 + WORKERS * 8 + 8;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
+pub struct Snapshot {
     pub generation: u64,
     /// Per worker, a tick of the default layout: every id of that worker is below it.
     pub marks: Vec<u64>,
 }
 
-/// The lease in `bytes`, or `None` if they are not a whole, intact 0.1.0 lease file.
-pub fn decode(bytes: &[u8]) -> Option<Lease> {
+/// The snapshot in `bytes`, or `None` if they are not a whole, intact 0.1.0 state file.
+pub fn decode(bytes: &[u8]) -> Option<Snapshot> {
     if bytes.len() != LEN || &bytes[..8] != MAGIC {
         return None;
     }
@@ -30,14 +30,14 @@ pub fn decode(bytes: &[u8]) -> Option<Lease> {
         return None;
     }
     let word = |i: usize| u64::from_le_bytes(body[i..i + 8].try_into().unwrap());
-    Some(Lease {
+    Some(Snapshot {
         generation: word(8),
         marks: (0..WORKERS).map(|w| word(16 + w * 8)).collect(),
     })
 }
 
 /// Of the two files, the newer intact one.
-pub fn newest(a: Option<Lease>, b: Option<Lease>) -> Option<Lease> {
+pub fn newest(a: Option<Snapshot>, b: Option<Snapshot>) -> Option<Snapshot> {
     match (a, b) {
         (Some(a), Some(b)) => Some(if a.generation >= b.generation { a } else { b }),
         (a, b) => a.or(b),

@@ -12,7 +12,7 @@
 //! * `text`: ids as decimal, Crockford base32 and base62 text.
 //! * `token`: the small file in the data directory that tells a server's own marks table
 //!   from a replaced one.
-//! * `legacy`: reading the lease files of version 0.1.0, to carry their marks over.
+//! * `legacy`: reading the state files of version 0.1.0, to carry their marks over.
 //!
 //! The extension crate is the PostgreSQL glue around these; every rule that decides an id
 //! is here, unit-tested with fake clocks, and exercised by real threads in `tests/model.rs`.

@@ -17,9 +17,9 @@
 use crate::generator::{Params, Slot, CLOSED};
 use std::sync::atomic::Ordering::*;
 
-/// What is persisted for one worker, all in ticks (0: none).
+/// One worker's row in the marks table, all in ticks (0: none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Persisted {
+pub struct Row {
     pub mark: u64,
     pub jump_from: u64,
     pub jump_base: u64,
@@ -27,25 +27,25 @@ pub struct Persisted {
     pub reserved_to: u64,
 }
 
-/// Sets up a worker from its persisted state, when the marks are loaded after a start, and
+/// Sets up a worker from its row, when the marks are loaded after a start, and
 /// opens it. Nothing can be issued until the writer raises the mark past `mark`.
-pub fn load(slot: &Slot, persisted: &Persisted) {
-    slot.mark.store(persisted.mark, Release);
-    slot.jump_from.store(persisted.jump_from, Relaxed);
-    slot.jump_base.store(persisted.jump_base, Relaxed);
-    slot.reserved_from.store(persisted.reserved_from, Relaxed);
-    slot.reserved_to.store(persisted.reserved_to, Relaxed);
-    slot.word.store(persisted.mark.saturating_sub(1), Release);
+pub fn load(slot: &Slot, row: &Row) {
+    slot.mark.store(row.mark, Release);
+    slot.jump_from.store(row.jump_from, Relaxed);
+    slot.jump_base.store(row.jump_base, Relaxed);
+    slot.reserved_from.store(row.reserved_from, Relaxed);
+    slot.reserved_to.store(row.reserved_to, Relaxed);
+    slot.word.store(row.mark.saturating_sub(1), Release);
 }
 
-/// The persisted part of a worker's state as it stands, with `mark` as its mark. A reserved
-/// range below the mark is behind the worker for good and is not persisted any more.
-pub fn persisted(slot: &Slot, mark: u64) -> Persisted {
+/// The row of a worker as it stands, with `mark` as its mark. A reserved
+/// range below the mark is behind the worker for good and is not kept any more.
+pub fn row(slot: &Slot, mark: u64) -> Row {
     let (reserved_from, reserved_to) = match slot.reserved_to.load(Relaxed) {
         to if mark > to => (0, 0),
         to => (slot.reserved_from.load(Relaxed), to),
     };
-    Persisted {
+    Row {
         mark,
         jump_from: slot.jump_from.load(Relaxed),
         jump_base: slot.jump_base.load(Relaxed),
@@ -56,7 +56,7 @@ pub fn persisted(slot: &Slot, mark: u64) -> Persisted {
 
 /// The mark to persist for a worker now, if it needs raising: a caller waits for it, or the
 /// worker is in use and less than half a mark's reach is left. `clock` is the time now.
-pub fn renewal(slot: &Slot, p: &Params, clock: u64) -> Option<u64> {
+pub fn next_mark(slot: &Slot, p: &Params, clock: u64) -> Option<u64> {
     let word = slot.word.load(Acquire);
     if word & CLOSED != 0 {
         return None;
@@ -64,10 +64,10 @@ pub fn renewal(slot: &Slot, p: &Params, clock: u64) -> Option<u64> {
     skip_reserved(slot);
     let last = slot.last();
     let mark = slot.mark.load(Acquire);
-    let wanted = slot.wanted.load(SeqCst);
+    let waiting_for = slot.waiting_for.load(SeqCst);
     let clock_tick = clock.min(p.tick_limit >> p.seq_bits) << p.seq_bits;
-    let horizon = last.max(clock_tick).max(wanted);
-    let waited_for = wanted != 0 && wanted >= mark;
+    let horizon = last.max(clock_tick).max(waiting_for);
+    let waited_for = waiting_for != 0 && waiting_for >= mark;
     let in_use = slot.issued.load(Relaxed) > 0 && mark > horizon && mark - horizon < p.low_ticks;
     if !(waited_for || in_use) || mark >= p.tick_limit {
         return None;
@@ -81,12 +81,12 @@ pub fn renewal(slot: &Slot, p: &Params, clock: u64) -> Option<u64> {
     (target > mark).then_some(target)
 }
 
-/// What the writer should persist for a worker now, given what is on disk: a raised mark, or
+/// What the writer should persist for a worker now, given what the table holds: a raised mark, or
 /// a change a clock jump or an administrator made. `None`: nothing.
-pub fn due(slot: &Slot, p: &Params, clock: u64, on_disk: &Persisted) -> Option<Persisted> {
-    let target = renewal(slot, p, clock);
+pub fn row_to_write(slot: &Slot, p: &Params, clock: u64, on_disk: &Row) -> Option<Row> {
+    let target = next_mark(slot, p, clock);
     let dirty = slot.dirty.swap(false, AcqRel);
-    let now = persisted(slot, target.unwrap_or_else(|| slot.mark.load(Acquire)));
+    let now = row(slot, target.unwrap_or_else(|| slot.mark.load(Acquire)));
     (target.is_some() || (dirty && now != *on_disk)).then_some(now)
 }
 
@@ -95,7 +95,7 @@ pub fn due(slot: &Slot, p: &Params, clock: u64, on_disk: &Persisted) -> Option<P
 /// crash keeps it persisted.
 fn skip_reserved(slot: &Slot) {
     let from = slot.reserved_from.load(Relaxed);
-    if from == 0 || slot.wanted.load(SeqCst) < from || slot.last() >= from {
+    if from == 0 || slot.waiting_for.load(SeqCst) < from || slot.last() >= from {
         return;
     }
     slot.word.fetch_max(slot.reserved_to.load(Relaxed), AcqRel);
@@ -103,16 +103,18 @@ fn skip_reserved(slot: &Slot) {
 
 /// Records that `mark` is durable: raises the worker's mark to it and clears the request it
 /// met.
-pub fn grant(slot: &Slot, mark: u64) {
+pub fn mark_written(slot: &Slot, mark: u64) {
     slot.mark.fetch_max(mark, AcqRel);
     if slot.reserved_from.load(Relaxed) != 0 && mark > slot.reserved_to.load(Relaxed) {
         // The worker is past the range, durably.
         slot.reserved_from.store(0, Relaxed);
         slot.reserved_to.store(0, Relaxed);
     }
-    let wanted = slot.wanted.load(Acquire);
-    if wanted != 0 && wanted < mark {
-        let _ = slot.wanted.compare_exchange(wanted, 0, AcqRel, Relaxed);
+    let waiting_for = slot.waiting_for.load(Acquire);
+    if waiting_for != 0 && waiting_for < mark {
+        let _ = slot
+            .waiting_for
+            .compare_exchange(waiting_for, 0, AcqRel, Relaxed);
     }
 }
 
@@ -137,7 +139,7 @@ pub fn reopen(slot: &Slot) {
 
 /// Raises a worker's floor: from now on it issues only ticks at or above `floor`. Returns the
 /// mark the writer must persist before the worker issues again.
-pub fn raise_floor(slot: &Slot, p: &Params, floor: u64) -> u64 {
+pub fn restore(slot: &Slot, p: &Params, floor: u64) -> u64 {
     let floor = slot.past_reserved(floor.min(p.tick_limit));
     let mut word = slot.word.load(Acquire);
     loop {
@@ -150,7 +152,7 @@ pub fn raise_floor(slot: &Slot, p: &Params, floor: u64) -> u64 {
     // The worker's clock check starts over from its new floor.
     slot.tk_started.store(false, Relaxed);
     let mark = slot.mark.load(Acquire).max(floor);
-    slot.want(floor.saturating_sub(1));
+    slot.wait_for(floor.saturating_sub(1));
     mark
 }
 
@@ -224,7 +226,7 @@ pub fn rewind(slot: &Slot, p: &Params, clock: u64) -> Result<Rewound, RewindRefu
     slot.jump_from.store(0, Relaxed);
     slot.jump_base.store(0, Relaxed);
     slot.mark.store(resume, Release);
-    slot.wanted.store(0, SeqCst);
+    slot.waiting_for.store(0, SeqCst);
     slot.tk_started.store(false, Relaxed);
     slot.dirty.store(true, Release);
     slot.word.store(resume - 1, Release);
@@ -244,29 +246,29 @@ mod tests {
 
     const T0: u64 = 60_000_000_000;
 
-    /// A worker with its mark writer, run by hand: `disk` is what is durable.
+    /// A worker with its mark writer, run by hand: `stored` is what is durable.
     struct Node {
         p: Params,
         slot: Slot,
-        disk: Persisted,
+        stored: Row,
         boot: u64,
     }
 
     impl Node {
-        fn started(disk: Persisted) -> Node {
+        fn started(stored: Row) -> Node {
             let n = Node {
                 p: Params::new(Layout::SNOWFLAKE),
                 slot: Slot::default(),
-                disk,
+                stored,
                 boot: 5_000_000,
             };
-            load(&n.slot, &disk);
+            load(&n.slot, &stored);
             n
         }
         fn write(&mut self, clock: u64) {
-            if let Some(now) = due(&self.slot, &self.p, clock, &self.disk) {
-                self.disk = now;
-                grant(&self.slot, now.mark);
+            if let Some(now) = row_to_write(&self.slot, &self.p, clock, &self.stored) {
+                self.stored = now;
+                mark_written(&self.slot, now.mark);
             }
         }
         /// One id at wall clock `clock`, writing marks as the writer would when asked.
@@ -285,10 +287,10 @@ mod tests {
                 match outcome {
                     Outcome::Issued(i) => {
                         assert!(
-                            i.first < self.disk.mark,
+                            i.first < self.stored.mark,
                             "tick {} issued at or past the durable mark {}",
                             i.first,
-                            self.disk.mark
+                            self.stored.mark
                         );
                         if i.low {
                             self.write(clock);
@@ -296,7 +298,7 @@ mod tests {
                         return i.first;
                     }
                     Outcome::NeedMark { through } => {
-                        self.slot.want(through);
+                        self.slot.wait_for(through);
                         self.write(clock);
                     }
                     other => panic!("{other:?}"),
@@ -305,26 +307,26 @@ mod tests {
             panic!("no id after 10 tries");
         }
         fn crash(&self) -> Node {
-            Node::started(self.disk)
+            Node::started(self.stored)
         }
         fn clean_stop(&mut self) -> Node {
-            self.disk.mark = close(&self.slot);
-            Node::started(self.disk)
+            self.stored.mark = close(&self.slot);
+            Node::started(self.stored)
         }
     }
 
     #[test]
     fn a_fresh_worker_needs_a_mark_before_its_first_id() {
-        let mut n = Node::started(Persisted::default());
+        let mut n = Node::started(Row::default());
         assert_eq!(
-            renewal(&n.slot, &n.p, T0),
+            next_mark(&n.slot, &n.p, T0),
             None,
             "an unused worker writes nothing"
         );
         assert_eq!(n.id(T0), T0 << 12);
-        assert_eq!(n.disk.mark, (T0 << 12) + n.p.mark_ticks);
+        assert_eq!(n.stored.mark, (T0 << 12) + n.p.mark_ticks);
         assert_eq!(
-            n.slot.wanted.load(Relaxed),
+            n.slot.waiting_for.load(Relaxed),
             0,
             "the grant cleared the request"
         );
@@ -332,25 +334,25 @@ mod tests {
 
     #[test]
     fn a_mark_is_raised_when_half_is_left_and_not_before() {
-        let mut n = Node::started(Persisted::default());
+        let mut n = Node::started(Row::default());
         n.id(T0);
-        let first = n.disk.mark;
+        let first = n.stored.mark;
         n.id(T0 + 999);
-        assert_eq!(n.disk.mark, first, "raised too early");
+        assert_eq!(n.stored.mark, first, "raised too early");
         n.id(T0 + 1001);
-        assert!(n.disk.mark > first, "not raised with less than half left");
+        assert!(n.stored.mark > first, "not raised with less than half left");
     }
 
     #[test]
     fn an_idle_worker_lets_its_mark_lapse() {
-        let mut n = Node::started(Persisted::default());
+        let mut n = Node::started(Row::default());
         n.id(T0);
-        assert_eq!(renewal(&n.slot, &n.p, T0 + 60_000), None);
+        assert_eq!(next_mark(&n.slot, &n.p, T0 + 60_000), None);
     }
 
     #[test]
     fn ids_never_go_back_across_crashes_clean_stops_and_clock_steps() {
-        let mut n = Node::started(Persisted::default());
+        let mut n = Node::started(Row::default());
         let mut last = 0;
         let mut check = |tick: u64| {
             assert!(tick > last, "{tick} after {last}");
@@ -374,22 +376,22 @@ mod tests {
 
     #[test]
     fn a_clean_stop_persists_exactly_the_last_tick() {
-        let mut n = Node::started(Persisted::default());
+        let mut n = Node::started(Row::default());
         let last = n.id(T0);
         let mut n = n.clean_stop();
-        assert_eq!(n.disk.mark, last + 1);
+        assert_eq!(n.stored.mark, last + 1);
         assert_eq!(n.id(T0 + 1), (T0 + 1) << 12);
         // An unused worker keeps the mark it was loaded with.
-        let idle = Node::started(Persisted {
+        let idle = Node::started(Row {
             mark: 12345,
-            ..Persisted::default()
+            ..Row::default()
         });
         assert_eq!(close(&idle.slot), 12345);
     }
 
     #[test]
     fn after_a_crash_ids_resume_at_most_a_marks_reach_ahead() {
-        let mut n = Node::started(Persisted::default());
+        let mut n = Node::started(Row::default());
         for i in 0..1000 {
             n.id(T0 + i);
         }
@@ -400,13 +402,13 @@ mod tests {
 
     #[test]
     fn a_raised_floor_holds_across_a_crash() {
-        let mut n = Node::started(Persisted::default());
+        let mut n = Node::started(Row::default());
         n.id(T0);
         let floor = (T0 + 3_600_000) << 12;
-        let need = raise_floor(&n.slot, &n.p, floor);
+        let need = restore(&n.slot, &n.p, floor);
         assert_eq!(need, floor.max(n.slot.mark.load(Relaxed)));
         n.write(T0);
-        assert!(n.disk.mark > floor);
+        assert!(n.stored.mark > floor);
         let tick = n.id(T0 + 1);
         assert_eq!(tick, floor);
         let mut n = n.crash();
@@ -415,7 +417,7 @@ mod tests {
 
     #[test]
     fn a_rewind_returns_to_the_clock_and_skips_the_reserved_ticks_when_it_reaches_them() {
-        let mut n = Node::started(Persisted::default());
+        let mut n = Node::started(Row::default());
         let before = n.id(T0);
         // The worker follows a jump to 2093 and issues there.
         let glitch = T0 + 2_100_000_000_000 / 1000;
@@ -425,7 +427,7 @@ mod tests {
         n.slot.word.store(from - 1, Relaxed);
         n.slot.mark.store(from, Relaxed);
         n.slot.tk_started.store(false, Relaxed);
-        n.disk.mark = from;
+        n.stored.mark = from;
         let in_glitch: Vec<u64> = (0..5).map(|_| n.id(glitch)).collect();
         assert_eq!(in_glitch[0], from);
         // Rewinding while the clock still reads 2093 is refused.
@@ -444,8 +446,8 @@ mod tests {
         );
         assert_eq!(rewind(&n.slot, &n.p, T0 + 10), Err(RewindRefusal::NoJump));
         n.write(T0 + 10);
-        assert_eq!(n.disk.reserved_from, from);
-        assert!(n.disk.mark <= from, "no mark across the reserved range");
+        assert_eq!(n.stored.reserved_from, from);
+        assert!(n.stored.mark <= from, "no mark across the reserved range");
         let back = n.id(T0 + 10);
         assert_eq!(back, (T0 + 10) << 12, "new ids carry the right time again");
         // Years later the worker reaches the reserved range and jumps over it.
@@ -459,7 +461,7 @@ mod tests {
             last = t;
         }
         assert_eq!(
-            n.disk.reserved_from, 0,
+            n.stored.reserved_from, 0,
             "the range is forgotten once passed"
         );
     }
@@ -467,7 +469,7 @@ mod tests {
     /// A node whose worker followed a jump to `glitch`, issued five ids there, and was rewound
     /// to `T0 + 10`; returns it and the reserved range.
     fn rewound() -> (Node, u64, u64) {
-        let mut n = Node::started(Persisted::default());
+        let mut n = Node::started(Row::default());
         let before = n.id(T0);
         let glitch = T0 + 2_100_000_000_000 / 1000;
         let from = glitch << 12;
@@ -476,7 +478,7 @@ mod tests {
         n.slot.word.store(from - 1, Relaxed);
         n.slot.mark.store(from, Relaxed);
         n.slot.tk_started.store(false, Relaxed);
-        n.disk.mark = from;
+        n.stored.mark = from;
         let last = (0..5).map(|_| n.id(glitch)).last().unwrap();
         rewind(&n.slot, &n.p, T0 + 10).unwrap();
         n.write(T0 + 10);
@@ -488,8 +490,8 @@ mod tests {
         let (n, from, to) = rewound();
         // The worker reaches the range: it moves past it, but the write of the new mark fails.
         n.slot.word.store(from - 1, Relaxed);
-        n.slot.want(from);
-        let target = renewal(&n.slot, &n.p, T0 + 11).unwrap();
+        n.slot.wait_for(from);
+        let target = next_mark(&n.slot, &n.p, T0 + 11).unwrap();
         assert!(target > to);
         assert_eq!(
             n.slot.reserved_from.load(Relaxed),
@@ -498,13 +500,13 @@ mod tests {
         );
         // A clean stop now persists the range with the lower mark.
         let mark = close(&n.slot);
-        let stopped = persisted(&n.slot, mark);
+        let stopped = row(&n.slot, mark);
         assert!(mark <= from);
         assert_eq!((stopped.reserved_from, stopped.reserved_to), (from, to));
         // Once a mark above the range is durable, it is forgotten.
-        grant(&n.slot, target);
+        mark_written(&n.slot, target);
         assert_eq!(n.slot.reserved_from.load(Relaxed), 0);
-        assert_eq!(persisted(&n.slot, target).reserved_from, 0);
+        assert_eq!(row(&n.slot, target).reserved_from, 0);
     }
 
     #[test]
@@ -513,7 +515,7 @@ mod tests {
         assert_eq!(n.slot.past_reserved(from + 3), to + 1);
         assert_eq!(n.slot.past_reserved(from - 1), from - 1);
         // A restore into the range, and another followed jump into it, both land past it.
-        let need = raise_floor(&n.slot, &n.p, from + 2);
+        let need = restore(&n.slot, &n.p, from + 2);
         assert!(need > to && n.slot.last() >= to);
         let (n, from, to) = rewound();
         n.slot.word.store(n.slot.last(), Relaxed);
@@ -533,7 +535,7 @@ mod tests {
 
     #[test]
     fn a_rewind_of_a_jump_nothing_was_issued_after_forgets_it() {
-        let mut n = Node::started(Persisted::default());
+        let mut n = Node::started(Row::default());
         let last = n.id(T0);
         n.slot.jump_from.store(last + 1_000_000, Relaxed);
         n.slot.jump_base.store(last, Relaxed);
@@ -545,16 +547,16 @@ mod tests {
 
     #[test]
     fn a_rewind_drops_a_pending_request_that_would_undo_it() {
-        let mut n = Node::started(Persisted::default());
+        let mut n = Node::started(Row::default());
         let before = n.id(T0);
         let glitch = T0 + 2_100_000_000_000 / 1000;
         let from = glitch << 12;
         n.slot.jump_from.store(from, Relaxed);
         n.slot.jump_base.store(before + 1, Relaxed);
         n.slot.word.store(from + 10, Relaxed);
-        n.slot.want(from + 4000);
+        n.slot.wait_for(from + 4000);
         rewind(&n.slot, &n.p, T0 + 10).unwrap();
-        assert_eq!(n.slot.wanted.load(Relaxed), 0);
+        assert_eq!(n.slot.waiting_for.load(Relaxed), 0);
         n.write(T0 + 10);
         assert!(n.slot.last() < from, "the rewind was undone at once");
     }

@@ -1,12 +1,12 @@
-//! What a server does with the persisted marks it finds when its mark writer starts: load them,
+//! What a server does with the marks it finds when its mark writer starts: load them,
 //! start afresh, or refuse to mint until an administrator restores them. Pure: the caller reads
-//! the marks table, the token file and the 0.1.0 lease files and passes what it found.
+//! the marks table, the token file and the 0.1.0 state files and passes what it found.
 //!
 //! The marks table is the truth; the token file in the data directory only records *which*
 //! table (`token.rs`): it is written after the first marks are committed. So:
 //!
 //! * no marks schema and no token file: nothing was ever minted here (a first start). The
-//!   only case that starts from the clock, after carrying over the marks of 0.1.0's lease
+//!   only case that starts from the clock, after carrying over the marks of 0.1.0's state
 //!   files if any;
 //! * a table that is the one the file names, or a table and no file (a restored base backup
 //!   or pg_upgrade carries the table but need not carry the file): load it;
@@ -14,7 +14,7 @@
 //!   another database or table OID): the table this server wrote was dropped, re-created or
 //!   copied, or `snowflake.database` names another database. Its marks may be lost: refuse;
 //! * a marks schema whose header row is missing: refuse;
-//! * a token file or lease file that cannot be read or is damaged, a table from a newer format
+//! * a token file or state file that cannot be read or is damaged, a table from a newer format
 //!   or another layout: refuse.
 //!
 //! Refusing is what keeps ids from repeating when the state that guarantees it is doubtful;
@@ -45,7 +45,7 @@ pub enum TokenFile {
     Invalid(token::Invalid),
 }
 
-/// What 0.1.0's lease files held.
+/// What 0.1.0's state files held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Legacy {
     Absent,
@@ -90,7 +90,7 @@ pub fn decide(meta: Option<&Meta>, file: &TokenFile, legacy: &Legacy, layout: &L
         }
         return match legacy {
             Legacy::Unreadable(e) => Decision::Doubt(format!(
-                "the lease files of snowflake_ext 0.1.0 in snowflake_ext/ cannot be read or are damaged ({e})"
+                "the state files of snowflake_ext 0.1.0 in snowflake_ext/ cannot be read or are damaged ({e})"
             )),
             Legacy::Marks(marks) => Decision::Fresh {
                 legacy: Some(marks.clone()),

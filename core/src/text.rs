@@ -150,7 +150,8 @@ pub fn decode(text: &str, form: Form) -> Result<i64, BadText> {
     let mut digits = 0;
     for (at, &c) in chars.iter().enumerate() {
         if form == Form::Base32 && c == '-' {
-            let between = at > 0 && chars[at - 1] != '-' && chars.get(at + 1).is_some_and(|&n| n != '-');
+            let between =
+                at > 0 && chars[at - 1] != '-' && chars.get(at + 1).is_some_and(|&n| n != '-');
             if !between {
                 return Err(BadText::Hyphen { at });
             }

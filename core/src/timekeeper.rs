@@ -14,13 +14,13 @@
 //!   forward at the real pace. After a step back it keeps the old timeline, so that ids, which
 //!   continue from before the step, may keep flowing at full speed; once the wall clock has
 //!   caught up with the ids it is the wall clock again. After a restart it starts at the
-//!   persisted mark, whatever the wall clock says. The generator lets ids run at most
+//!   high-water mark, whatever the wall clock says. The generator lets ids run at most
 //!   `max_ahead` past it (`snowflake.max_ahead`).
 //! * **Forward jump** (the wall clock reads more than `jump` past the reference): a glitch of
 //!   a few seconds must not carry a worker's ids years ahead for good, and a real correction
 //!   must be followed. So a jump is *held*: ids keep following the reference clock until the
 //!   jump has lasted `confirm` of real time; then it is followed. A jump that goes away sooner
-//!   is ignored. Each is reported. At start-up there is no reference but the persisted mark,
+//!   is ignored. Each is reported. At start-up there is no reference but the high-water mark,
 //!   so a clock that is wrong when the server starts is followed (the start-up log shows it).
 
 use crate::layout::Layout;
@@ -70,7 +70,7 @@ pub struct Readings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClockEvent {
     /// At the first check after a start (or a restore), the clock reads behind the worker's
-    /// persisted mark: it was set back while the server was down, or the mark came from a
+    /// high-water mark: it was set back while the server was down, or the mark came from a
     /// server whose clock ran ahead.
     BehindMark {
         by: u64,
@@ -122,14 +122,14 @@ pub struct Timekeeper {
 
 impl Timekeeper {
     /// Checks a fresh reading. `last_time` is the time field of the worker's last tick (after a
-    /// restart, of its persisted mark).
+    /// restart, of its high-water mark).
     pub fn check(&mut self, r: Readings, last_time: u64, max_ahead: u64, rules: &Rules) -> Verdict {
         let offset = r.wall as i64 - r.boot as i64;
         let mut event = None;
         if !self.started {
             self.started = true;
             self.wall_offset = offset;
-            // The persisted mark stands in for the readings before the restart.
+            // The high-water mark stands in for the readings before the restart.
             self.reference_offset = offset.max(last_time as i64 - r.boot as i64);
             if last_time > r.wall + rules.tolerance {
                 event = Some(ClockEvent::BehindMark {
@@ -372,7 +372,7 @@ mod tests {
     }
 
     #[test]
-    fn after_a_restart_the_persisted_mark_is_the_reference() {
+    fn after_a_restart_the_mark_is_the_reference() {
         let mut c = Clocks::new();
         // The mark is an hour ahead of the wall clock (the clock was set back while down).
         let mark_time = c.wall() + 3_600_000;

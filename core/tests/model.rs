@@ -13,7 +13,7 @@
 use parking_lot::{Condvar, Mutex};
 use snowflake_core::generator::{Miss, Outcome, Params, Slot};
 use snowflake_core::layout::{Layout, Order};
-use snowflake_core::marks::{self, Persisted};
+use snowflake_core::marks::{self, Row};
 use snowflake_core::timekeeper::Readings;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
@@ -77,16 +77,16 @@ struct Server {
 }
 
 impl Server {
-    fn start(p: Params, disk: &[Persisted]) -> Arc<Server> {
+    fn start(p: Params, stored: &[Row]) -> Arc<Server> {
         let slots: Vec<Slot> = (0..WORKERS).map(|_| Slot::default()).collect();
-        for (slot, persisted) in slots.iter().zip(disk) {
+        for (slot, persisted) in slots.iter().zip(stored) {
             marks::load(slot, persisted);
         }
         Arc::new(Server {
             p,
             slots,
             control: Mutex::new(()),
-            durable: disk.iter().map(|d| AtomicU64::new(d.mark)).collect(),
+            durable: stored.iter().map(|d| AtomicU64::new(d.mark)).collect(),
             wake: Mutex::new(false),
             woken: Condvar::new(),
             granted: Condvar::new(),
@@ -94,19 +94,19 @@ impl Server {
         })
     }
 
-    fn request_renewal(&self) {
+    fn request_mark(&self) {
         *self.wake.lock() = true;
         self.woken.notify_one();
     }
 
     /// The mark writer: waits to be woken (or 1 ms), persists what is due, then grants it.
-    fn writer(&self, clock: &FakeClock) -> Vec<Persisted> {
-        let mut disk: Vec<Persisted> = self
+    fn writer(&self, clock: &FakeClock) -> Vec<Row> {
+        let mut stored: Vec<Row> = self
             .durable
             .iter()
-            .map(|d| Persisted {
+            .map(|d| Row {
                 mark: d.load(SeqCst),
-                ..Persisted::default()
+                ..Row::default()
             })
             .collect();
         let mut pass = 0u64;
@@ -119,11 +119,13 @@ impl Server {
                 *woken = false;
             }
             let now = clock.wall();
-            let due: Vec<(usize, Persisted)> = self
+            let due: Vec<(usize, Row)> = self
                 .slots
                 .iter()
                 .enumerate()
-                .filter_map(|(w, s)| marks::due(s, &self.p, now, &disk[w]).map(|d| (w, d)))
+                .filter_map(|(w, s)| {
+                    marks::row_to_write(s, &self.p, now, &stored[w]).map(|d| (w, d))
+                })
                 .collect();
             // The write: durable first (a synchronous commit), and it takes a while.
             for &(w, d) in &due {
@@ -134,13 +136,13 @@ impl Server {
                 thread::sleep(Duration::from_micros(200));
             }
             for &(w, d) in &due {
-                disk[w] = d;
-                marks::grant(&self.slots[w], d.mark);
+                stored[w] = d;
+                marks::mark_written(&self.slots[w], d.mark);
             }
             let _guard = self.wake.lock();
             self.granted.notify_all();
         }
-        disk
+        stored
     }
 
     /// One backend's call: `n` ids of `worker`, as `nextval.rs` takes them. Returns the first
@@ -151,7 +153,7 @@ impl Server {
             match slot.try_issue(p, clock.wall(), n) {
                 Ok(issued) => {
                     if issued.low {
-                        self.request_renewal();
+                        self.request_mark();
                     }
                     return issued.first;
                 }
@@ -163,19 +165,19 @@ impl Server {
                 slot.try_issue_checked(p, clock.readings(), n, MAX_AHEAD)
             };
             if slot.dirty.load(Acquire) {
-                self.request_renewal();
+                self.request_mark();
             }
             match outcome {
                 Outcome::Issued(issued) => {
                     if issued.low {
-                        self.request_renewal();
+                        self.request_mark();
                     }
                     return issued.first;
                 }
                 Outcome::Contended => {}
                 Outcome::NeedMark { through } => {
-                    slot.want(through);
-                    self.request_renewal();
+                    slot.wait_for(through);
+                    self.request_mark();
                     let mut guard = self.wake.lock();
                     self.granted
                         .wait_for(&mut guard, Duration::from_micros(500));
@@ -193,12 +195,8 @@ impl Server {
 type Taken = Vec<(u64, u64)>;
 
 /// Runs the backends, the writer and the clock until every backend has its ids. Returns each
-/// backend's worker and ranges, and what the writer left on disk.
-fn run(
-    server: &Arc<Server>,
-    clock: &Arc<FakeClock>,
-    seed: u64,
-) -> (Vec<(usize, Taken)>, Vec<Persisted>) {
+/// backend's worker and ranges, and what the writer left on stored.
+fn run(server: &Arc<Server>, clock: &Arc<FakeClock>, seed: u64) -> (Vec<(usize, Taken)>, Vec<Row>) {
     let writer = {
         let (server, clock) = (server.clone(), clock.clone());
         thread::spawn(move || server.writer(&clock))
@@ -265,9 +263,9 @@ fn run(
     done.store(true, SeqCst);
     ticker.join().unwrap();
     server.stop.store(true, SeqCst);
-    server.request_renewal();
-    let disk = writer.join().unwrap();
-    (results, disk)
+    server.request_mark();
+    let stored = writer.join().unwrap();
+    (results, stored)
 }
 
 /// Checks the ranges: each backend's increase, and no tick of a worker is issued twice.
@@ -319,7 +317,7 @@ fn millions_of_ids_from_racing_threads_are_unique_increasing_and_under_a_durable
         offset: AtomicU64::new(365 * 86_400_000 - 10_000),
     });
     let started = Instant::now();
-    let server = Server::start(p, &[Persisted::default(); WORKERS]);
+    let server = Server::start(p, &[Row::default(); WORKERS]);
     let (results, _disk) = run(&server, &clock, 0x5eed);
     let before = check(&results);
     // The scenario happened: steps back were seen, and the lasting jump was followed.
@@ -337,14 +335,14 @@ fn millions_of_ids_from_racing_threads_are_unique_increasing_and_under_a_durable
     // A crash: nothing but what was durable survives; the clock is an hour behind.
     drop(server);
     clock.shift(-3_600_000);
-    let disk: Vec<Persisted> = durable
+    let stored: Vec<Row> = durable
         .iter()
-        .map(|&mark| Persisted {
+        .map(|&mark| Row {
             mark,
-            ..Persisted::default()
+            ..Row::default()
         })
         .collect();
-    let server = Server::start(p, &disk);
+    let server = Server::start(p, &stored);
     let (results, _) = run(&server, &clock, 0xfeed);
     check(&results);
     for (worker, taken) in &results {
