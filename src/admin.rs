@@ -230,7 +230,11 @@ fn wait_answer(since: Instant) {
     }
     // SAFETY: sleeping on the segment's condition variable, which checks for interrupts.
     unsafe {
-        pg_sys::ConditionVariableTimedSleep(shmem::shared().cv(), 200, pg_sys::PG_WAIT_EXTENSION);
+        pg_sys::ConditionVariableTimedSleep(
+            shmem::shared().cv(),
+            crate::wait::RECHECK_MS,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
     }
 }
 

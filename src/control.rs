@@ -17,18 +17,23 @@ pub enum State {
     InDoubt,
 }
 
+/// Room for one message in shared memory: a reason that names a table, its owner and what is
+/// wrong with it, or an error of the mark writer's transaction. Longer texts are cut at a
+/// character boundary.
+const TEXT_BYTES: usize = 700;
+
 /// A short text in shared memory.
 #[derive(Clone, Copy)]
 pub struct Text {
     len: u16,
-    bytes: [u8; 700],
+    bytes: [u8; TEXT_BYTES],
 }
 
 impl Default for Text {
     fn default() -> Text {
         Text {
             len: 0,
-            bytes: [0; 700],
+            bytes: [0; TEXT_BYTES],
         }
     }
 }

@@ -2,7 +2,6 @@
 //! that names the bad value, and a hint. They are raised as PostgreSQL `ERROR`s, which abort
 //! the statement cleanly (no panic message, no backtrace, no crashed backend).
 
-use crate::settings;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -55,7 +54,7 @@ fn show_timestamp(micros: i64) -> String {
 
 /// A Unix millisecond as UTC text, for messages about a layout's range.
 pub fn show_unix_ms(unix_ms: i64) -> String {
-    show_timestamp((unix_ms - 946_684_800_000) * 1000)
+    show_timestamp(snowflake_core::layout::pg_micros_from_unix_ms(unix_ms))
 }
 
 /// The range of a layout, for messages.
@@ -174,13 +173,12 @@ pub fn worker_id_unset() -> ! {
 
 /// A batch larger than the max-ahead bound can ever hold.
 #[cold]
-pub fn batch_too_large(n: u64, worker: u32, capacity: u64) -> ! {
+pub fn batch_too_large(n: u64, worker: u32, capacity: u64, max_ahead_ms: i32) -> ! {
     raise(
         ERRCODE_PROGRAM_LIMIT_EXCEEDED,
         format!("cannot take {n} snowflake ids of worker {worker} at once"),
         Some(format!(
-            "snowflake.max_ahead = {} ms lets a worker's ids run at most that far ahead of the clock, which holds {capacity} ids.",
-            settings::MAX_AHEAD_MS.get()
+            "snowflake.max_ahead = {max_ahead_ms} ms lets a worker's ids run at most that far ahead of the clock, which holds {capacity} ids."
         )),
         "Take fewer ids per call, or raise snowflake.max_ahead.",
     )

@@ -78,7 +78,7 @@ fn snowflake_guard_row<'a>(
          ids overwrite or reject each other."
     );
     if warn_only {
-        if shmem::is_preloaded() {
+        if settings::is_preloaded() {
             shmem::shared()
                 .slot(local as u32)
                 .foreign_rows

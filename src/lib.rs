@@ -112,7 +112,7 @@ pub extern "C-unwind" fn _PG_init() {
     // SAFETY: a plain read of a flag PostgreSQL sets while it loads shared_preload_libraries.
     let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
     if preloading {
-        shmem::mark_preloaded();
+        settings::mark_preloaded();
     }
     settings::define(preloading);
     time_filter::install();

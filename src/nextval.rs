@@ -15,7 +15,7 @@ use crate::shmem::{self, Shared};
 use crate::{clock, errors, settings, wait};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
-use snowflake_core::generator::{Miss, Outcome};
+use snowflake_core::generator::{Miss, Outcome, Params};
 use snowflake_core::layout::Layout;
 use std::time::Instant;
 
@@ -72,15 +72,21 @@ fn batch(shared: &'static Shared, worker: u32, n: Option<i32>) -> SetOfIterator<
     // Before the fast path, whose bound is refreshed once a second: a batch the current
     // snowflake.max_ahead can never hold is an error at once, not only once the bound caught
     // up with a reload.
-    let p = &shared.params;
-    let max_ahead = p.layout.units_in_ms(settings::MAX_AHEAD_MS.get() as u64);
-    if n > p.capacity(max_ahead) {
-        errors::batch_too_large(n, worker, p.capacity(max_ahead));
-    }
+    max_ahead_for(&shared.params, worker, n);
     let first = issue(shared, worker, n);
     let layout = &shared.params.layout;
     crate::lastval::remember(layout.id_from_tick(first + n - 1, worker));
     SetOfIterator::new((first..first + n).map(move |tick| layout.id_from_tick(tick, worker)))
+}
+
+/// `snowflake.max_ahead` in time units; an error if `n` ids can never fit in it.
+fn max_ahead_for(p: &Params, worker: u32, n: u64) -> u64 {
+    let max_ahead_ms = settings::MAX_AHEAD_MS.get();
+    let max_ahead = p.layout.units_in_ms(max_ahead_ms as u64);
+    if n > p.capacity(max_ahead) {
+        errors::batch_too_large(n, worker, p.capacity(max_ahead), max_ahead_ms);
+    }
+    max_ahead
 }
 
 fn worker_arg(worker: Option<i32>, layout: &Layout) -> u32 {
@@ -136,10 +142,7 @@ fn issue(shared: &Shared, worker: u32, n: u64) -> u64 {
 fn issue_slowly(shared: &Shared, worker: u32, n: u64) -> u64 {
     let p = &shared.params;
     let slot = shared.slot(worker);
-    let max_ahead = p.layout.units_in_ms(settings::MAX_AHEAD_MS.get() as u64);
-    if n > p.capacity(max_ahead) {
-        errors::batch_too_large(n, worker, p.capacity(max_ahead));
-    }
+    let max_ahead = max_ahead_for(p, worker, n);
     let since = Instant::now();
     loop {
         // SAFETY: a plain query of the server's recovery state.

@@ -5,7 +5,20 @@ use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
 use snowflake_core::layout::Layout;
 use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::OnceLock;
+
+/// Whether this process runs with the library preloaded.
+static PRELOADED: AtomicBool = AtomicBool::new(false);
+
+/// Notes that the library is being preloaded; called first thing in `_PG_init`.
+pub fn mark_preloaded() {
+    PRELOADED.store(true, Relaxed);
+}
+
+pub fn is_preloaded() -> bool {
+    PRELOADED.load(Relaxed)
+}
 
 /// `-1` means unset; see the description below.
 pub const UNSET: i32 = -1;
@@ -128,7 +141,7 @@ pub fn database() -> String {
 /// A restart-only string setting: its variable when the library was preloaded (and defined
 /// it), else the value PostgreSQL holds for it as an unknown setting, else `default`.
 fn text_of(name: &CStr, setting: &GucSetting<Option<CString>>, default: &str) -> String {
-    if crate::shmem::is_preloaded() {
+    if is_preloaded() {
         return setting
             .get()
             .map(|s| s.to_string_lossy().into_owned())
@@ -160,9 +173,5 @@ fn snowflake_worker_id() -> TableIterator<
 > {
     let worker = WORKER_ID.get();
     let is_set = worker != UNSET;
-    TableIterator::once((
-        is_set.then_some(worker),
-        is_set,
-        crate::shmem::is_preloaded(),
-    ))
+    TableIterator::once((is_set.then_some(worker), is_set, is_preloaded()))
 }

@@ -19,6 +19,11 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering:
 
 const NAME: &CStr = c"snowflake_ext";
 
+/// `AddinShmemInitLock`, PostgreSQL's lock for initialising an add-in's shared memory, is the
+/// C macro `&MainLWLockArray[21].lock` (entry 21 of `lwlocknames.txt` in every supported
+/// major), so it is not in pgrx's bindings; pgrx's own shared memory uses the same entry.
+const ADDIN_SHMEM_INIT_LOCK: usize = 21;
+
 #[repr(C)]
 pub struct Shared {
     pub params: Params,
@@ -46,17 +51,10 @@ fn segment_size(workers: usize) -> usize {
 
 /// Set in the postmaster when the segment is created, inherited by every backend.
 static SHARED: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
-/// Whether this process runs with the library preloaded.
-static PRELOADED: AtomicBool = AtomicBool::new(false);
 
 static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 #[cfg(not(feature = "pg14"))]
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
-
-/// Notes that the library is being preloaded; called first thing in `_PG_init`.
-pub fn mark_preloaded() {
-    PRELOADED.store(true, Relaxed);
-}
 
 /// Asks for the segment and its lock. Called from `_PG_init` while preloading only.
 pub fn request() {
@@ -120,9 +118,7 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
         }
         let params = Params::new(*crate::settings::layout());
         let workers = params.layout.workers();
-        // AddinShmemInitLock: entry 21 of the main LWLock array in every supported major
-        // (lwlocknames.txt); pgrx's own shared memory uses the same.
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(ADDIN_SHMEM_INIT_LOCK)).lock;
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
         let base = pg_sys::ShmemInitStruct(NAME.as_ptr(), segment_size(workers), &mut found);
@@ -147,10 +143,6 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
         SHARED.store(shared, Release);
         pg_sys::LWLockRelease(init_lock);
     }
-}
-
-pub fn is_preloaded() -> bool {
-    PRELOADED.load(Relaxed)
 }
 
 /// The shared state, or a clear `ERROR` when the library was not preloaded.

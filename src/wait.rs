@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 /// How long a backend waits for a mark before it gives up with an error.
 pub const MARK_WAIT_LIMIT: Duration = Duration::from_secs(10);
 /// How often a waiting backend looks at the writer's state even without a broadcast.
-const RECHECK_MS: i64 = 200;
+pub const RECHECK_MS: i64 = 200;
 /// How long a backend waits for a mark before it nudges the postmaster, and how often the
 /// server as a whole nudges it after that (see `nudge_postmaster`).
 const NUDGE_AFTER: Duration = Duration::from_secs(1);

@@ -71,8 +71,13 @@ pub enum LayoutError {
     IdAfterEnd(i64),
 }
 
-/// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
+/// Milliseconds from the Unix epoch to PostgreSQL's (2000-01-01).
 const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
+
+/// A Unix millisecond as a PostgreSQL timestamp (microseconds since 2000-01-01).
+pub fn pg_micros_from_unix_ms(unix_ms: i64) -> i64 {
+    (unix_ms - PG_EPOCH_UNIX_MS) * 1000
+}
 
 /// 9999-12-31 23:59:59.999 UTC: no layout may count time beyond it.
 const LAST_SUPPORTED_UNIX_MS: i64 = 253_402_300_799_999;
