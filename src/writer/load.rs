@@ -1,0 +1,173 @@
+//! What the mark writer does with the marks it finds: at start-up, load them, start afresh or
+//! refuse (`snowflake_core::startup` decides); after a restart of the writer alone, keep the
+//! workers' state in shared memory and read back what is durable.
+
+use super::{session, Writer, NAME};
+use crate::control::{State, TableState};
+use crate::{clock, errors, marks_table, token_file};
+use pgrx::prelude::*;
+use snowflake_core::layout::Layout;
+use snowflake_core::legacy;
+use snowflake_core::marks::{self, Row};
+use snowflake_core::startup::{self, Decision, Legacy};
+use std::sync::atomic::Ordering::*;
+
+impl Writer {
+    /// After a restart of the writer alone: the slots are as the last writer left them. What
+    /// is durable is read again from the table; every worker whose state differs from it (a
+    /// write that failed before the restart) is written again.
+    pub(super) fn resume(&mut self) {
+        let (table, state) = {
+            let control = self.shared.control();
+            (control.table, control.state)
+        };
+        if state != State::Ready {
+            return;
+        }
+        self.table = table;
+        let layout = *self.layout();
+        self.stored.fill(Row::default());
+        if let Ok(Ok(rows)) = session::transaction(move || marks_table::read_marks(&layout)) {
+            for (w, row) in rows {
+                self.stored[w as usize] = row;
+            }
+        }
+        for slot in self.shared.slots() {
+            slot.dirty.store(true, Release);
+            marks::reopen(slot);
+        }
+        self.shared.broadcast();
+        errors::log(
+            format!("snowflake: {NAME} restarted; the workers' state was kept"),
+            "The marks are read again from snowflake_ext_state.marks; any that lag behind the workers' state in shared memory are written again.",
+        );
+    }
+
+    /// Loads the marks at start, or finds out why they cannot be.
+    pub(super) fn load(&mut self) {
+        let layout = *self.layout();
+        let found = session::transaction(|| -> Result<_, String> {
+            let meta = marks_table::read_meta()?;
+            let legacy = if meta.is_none() {
+                read_legacy()
+            } else {
+                Legacy::Absent
+            };
+            let decision = startup::decide(meta.as_ref(), &token_file::read(), &legacy, &layout);
+            let rows = match &decision {
+                Decision::Load { .. } => marks_table::read_marks(&layout)?,
+                _ => Vec::new(),
+            };
+            Ok((meta, decision, rows))
+        });
+        let (meta, decision, rows) = match found {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => {
+                return self.set_state(
+                    State::InDoubt,
+                    &format!("the marks table cannot be read: {e}"),
+                )
+            }
+            Err(e) => {
+                return self.set_state(State::Starting, &format!("reading the marks failed: {e}"))
+            }
+        };
+        match decision {
+            Decision::Doubt(why) => return self.set_state(State::InDoubt, &why),
+            Decision::Fresh { legacy } => {
+                if legacy.is_some() && layout != Layout::SNOWFLAKE {
+                    return self.set_state(
+                        State::InDoubt,
+                        "snowflake_ext 0.1.0 left state files (snowflake_ext/lease.0, lease.1) in the default layout, but snowflake.layout is another",
+                    );
+                }
+                self.set_table(TableState {
+                    token: random_token(),
+                    ..TableState::default()
+                });
+                let legacy = legacy.unwrap_or_default();
+                for (w, slot) in self.shared.slots().iter().enumerate() {
+                    let mark = legacy.get(w).copied().unwrap_or(0).min(self.p.tick_limit);
+                    self.stored[w] = Row::default();
+                    marks::load(
+                        slot,
+                        &Row {
+                            mark,
+                            ..Row::default()
+                        },
+                    );
+                    if mark > 0 {
+                        // Carried over from 0.1.0: written with the first marks.
+                        slot.dirty.store(true, Release);
+                    }
+                }
+                if !legacy.is_empty() {
+                    errors::log(
+                        format!("snowflake: carrying the marks of snowflake_ext 0.1.0's state files into {}.marks", marks_table::SCHEMA),
+                        "The files (snowflake_ext/lease.0 and lease.1) are no longer used after this.",
+                    );
+                }
+            }
+            Decision::Load { write_token } => {
+                let meta = meta.expect("a table to load");
+                self.set_table(TableState {
+                    token: meta.identity.token,
+                    identity: Some(meta.identity),
+                    token_file_ok: !write_token,
+                });
+                self.stored.fill(Row::default());
+                let mut loaded = vec![Row::default(); self.stored.len()];
+                for (w, row) in rows {
+                    loaded[w as usize] = row;
+                    self.stored[w as usize] = row;
+                }
+                for (slot, row) in self.shared.slots().iter().zip(&loaded) {
+                    marks::load(slot, row);
+                }
+            }
+        }
+        {
+            let mut control = self.shared.control();
+            control.loaded = true;
+            control.state = State::Ready;
+            control.why.set("");
+        }
+        self.shared.broadcast();
+    }
+}
+
+/// The marks in snowflake_ext 0.1.0's state files, if there are any.
+fn read_legacy() -> Legacy {
+    let mut found = [None, None];
+    let mut any = false;
+    for (slot, path) in legacy::FILES.iter().enumerate() {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                any = true;
+                found[slot] = legacy::decode(&bytes);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Legacy::Unreadable(format!("{path}: {e}")),
+        }
+    }
+    let [a, b] = found;
+    match legacy::newest(a, b) {
+        Some(snapshot) => Legacy::Marks(snapshot.marks),
+        None if any => Legacy::Unreadable("neither state file is intact".into()),
+        None => Legacy::Absent,
+    }
+}
+
+/// A random token for a new marks table.
+pub(super) fn random_token() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: pg_strong_random fills the buffer we pass, of the length we pass.
+    let ok = unsafe { pg_sys::pg_strong_random(bytes.as_mut_ptr().cast(), bytes.len()) };
+    let token = u64::from_le_bytes(bytes);
+    if ok && token != 0 {
+        token
+    } else {
+        // Never 0 (which means "none"); the clock is unique enough as a fallback.
+        (clock::unix_ms() as u64) | 1
+    }
+}

@@ -1,0 +1,222 @@
+//! The mark writer: the background worker that persists every worker's high-water mark in the
+//! marks table (`marks_table.rs`) and raises the marks in shared memory once they are durable.
+//! The rules it follows are `snowflake_core::marks` (what to write) and
+//! `snowflake_core::startup` (what to do with what it finds when it starts).
+//!
+//! It starts once recovery has finished, so a standby has none and mints nothing; after a
+//! promotion it starts and continues above the marks the standby replayed. It runs as the
+//! bootstrap superuser, connected to `snowflake.database`, with `search_path` limited to
+//! `pg_catalog` and every name it uses schema-qualified.
+//!
+//! Protocol with the backends:
+//! * a backend whose worker's mark is low, or who was refused for lack of one, notes what it
+//!   needs in the worker's slot, sets `mark_requested` and, if that was not already set,
+//!   the writer's latch (`Shared::request_mark`);
+//! * the writer clears `mark_requested`, takes from every slot what is due, writes it in
+//!   one transaction (committed with `synchronous_commit = on`), raises the marks in shared
+//!   memory, and broadcasts on the condition variable the waiting backends sleep on;
+//! * when a write fails it logs a warning (at most one a minute, then one when it works
+//!   again), keeps the marks where they are, and tries again a second later: latches set
+//!   meanwhile do not cut that short.
+//!
+//! It stops on SIGTERM: it closes every worker, persists exactly one past each worker's last
+//! id (so a clean restart resumes on the clock), and exits with code 1, so that the postmaster
+//! restarts it a second later unless the server is shutting down. An error or a crash of the
+//! writer is restarted the same way; shared memory keeps the workers' state meanwhile.
+//! (Before PostgreSQL 16 the postmaster can miss that moment and sleep on; backends waiting
+//! for a mark nudge it, see `wait.rs`.)
+//!
+//! Files: `signals.rs` (its three signals, one handler), `latch.rs` (its one way to wait),
+//! `session.rs` (connecting, and the transaction each step runs in), `load.rs` (what it does
+//! with the marks it finds at start-up, or after a restart of the writer alone), `write.rs`
+//! (writing marks, and the clean stop), `requests.rs` (an administrator's requests).
+
+mod latch;
+mod load;
+mod requests;
+mod session;
+mod signals;
+mod write;
+
+use crate::control::{State, TableState};
+use crate::shmem::{self, Shared};
+use crate::{errors, marks_table, settings};
+use latch::Until;
+use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
+use pgrx::prelude::*;
+use snowflake_core::generator::Params;
+use snowflake_core::layout::Layout;
+use snowflake_core::marks::Row;
+use std::sync::atomic::Ordering::*;
+use std::time::{Duration, Instant};
+
+const NAME: &str = "snowflake_ext mark writer";
+/// How long the writer waits after a failed write, and between attempts to load doubtful
+/// marks.
+const RETRY: Duration = Duration::from_secs(1);
+/// At most one warning per this, while writes keep failing.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// Registers the writer; called from `_PG_init` while preloading.
+pub fn register() {
+    // SAFETY: a plain read of a flag the postmaster set before loading libraries.
+    if unsafe { pg_sys::IsBinaryUpgrade } {
+        // pg_upgrade's servers restore databases: nothing may hold a connection to them.
+        return;
+    }
+    BackgroundWorkerBuilder::new(NAME)
+        .set_type(NAME)
+        .set_library("snowflake_ext")
+        .set_function("snowflake_mark_writer_main")
+        .enable_spi_access()
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+#[pg_guard]
+// SAFETY: the name is unique to this library; the postmaster finds the entry point by it.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn snowflake_mark_writer_main(_arg: pg_sys::Datum) {
+    signals::install();
+    let shared = shmem::shared();
+    session::connect(shared);
+    let mut writer = Writer::new(shared);
+    writer.run();
+}
+
+/// The writer's own state: what it knows to be durable, and its trouble log.
+struct Writer {
+    shared: &'static Shared,
+    p: Params,
+    /// Per worker, what is in the marks table.
+    stored: Vec<Row>,
+    /// The marks table it writes (also in the control block).
+    table: TableState,
+    /// Write failures, and doubt about the marks: each logged at most once a minute.
+    trouble: Trouble,
+    doubt: Trouble,
+}
+
+impl Writer {
+    fn new(shared: &'static Shared) -> Writer {
+        let p = shared.params;
+        Writer {
+            shared,
+            p,
+            stored: vec![Row::default(); p.layout.workers()],
+            table: TableState::default(),
+            trouble: Trouble::default(),
+            doubt: Trouble::default(),
+        }
+    }
+
+    fn layout(&self) -> &Layout {
+        &self.p.layout
+    }
+
+    fn run(&mut self) -> ! {
+        // SAFETY: MyLatch is this process's latch, in its PGPROC in shared memory.
+        let latch = unsafe { pg_sys::MyLatch } as usize;
+        self.shared.writer_latch.store(latch, Release);
+        session::set_up();
+        let restarted = self.shared.control().loaded;
+        if restarted {
+            self.resume();
+        }
+        loop {
+            if signals::terminating() {
+                self.stop();
+            }
+            self.reload_config();
+            if self.shared.control().state != State::Ready {
+                self.serve_in_doubt();
+                if self.shared.control().state != State::Ready {
+                    self.load();
+                }
+                if self.shared.control().state != State::Ready {
+                    latch::wait(Some(Instant::now() + RETRY), Until::Latch);
+                    continue;
+                }
+            }
+            self.shared.mark_requested.store(false, SeqCst);
+            let asked = self.take_ask();
+            let written = self.pass();
+            if let Some(ask) = asked {
+                self.answer(ask, written.clone());
+            }
+            if written.is_err() {
+                latch::wait(Some(Instant::now() + RETRY), Until::Deadline);
+            } else {
+                // Sleep until a backend asks: an idle server writes nothing.
+                latch::wait(None, Until::Latch);
+            }
+        }
+    }
+
+    fn set_table(&mut self, table: TableState) {
+        self.table = table;
+        self.shared.control().table = table;
+    }
+
+    fn set_state(&mut self, state: State, why: &str) {
+        let changed = {
+            let mut control = self.shared.control();
+            let changed = control.state != state || control.why.get() != why;
+            control.state = state;
+            control.why.set(why);
+            changed
+        };
+        if changed || self.doubt.due() {
+            errors::warn(
+                format!("snowflake: no ids can be minted: {why}"),
+                &format!(
+                    "The {NAME} keeps the high-water marks in database \"{}\" (snowflake.database), schema {}. \
+                     If the marks were lost, run SELECT snowflake_restore_mark(<an id above every id this \
+                     server issued>) as a superuser.",
+                    settings::database(),
+                    marks_table::SCHEMA
+                ),
+            );
+            self.doubt.logged();
+        }
+        self.shared.broadcast();
+    }
+
+    fn reload_config(&self) {
+        // SAFETY: ConfigReloadPending is set by PostgreSQL's SIGHUP handler in this process.
+        unsafe {
+            if pg_sys::ConfigReloadPending != 0 {
+                pg_sys::ConfigReloadPending = 0;
+                pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+            }
+        }
+    }
+}
+
+/// Warnings at most once a minute while something keeps failing.
+#[derive(Default)]
+struct Trouble {
+    since: Option<Instant>,
+    last_logged: Option<Instant>,
+    failures: u64,
+}
+
+impl Trouble {
+    fn failed(&mut self) {
+        self.since.get_or_insert_with(Instant::now);
+        self.failures += 1;
+    }
+    fn due(&self) -> bool {
+        self.last_logged.is_none_or(|t| t.elapsed() >= WARN_EVERY)
+    }
+    fn logged(&mut self) {
+        self.last_logged = Some(Instant::now());
+    }
+    /// Clears the trouble; returns how long it lasted, if there was any.
+    fn recovered(&mut self) -> Option<Duration> {
+        let since = self.since.take()?;
+        *self = Trouble::default();
+        Some(since.elapsed())
+    }
+}

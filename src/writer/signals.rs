@@ -1,0 +1,77 @@
+//! The mark writer's signals: SIGTERM (stop), SIGINT (cancel, as `pg_cancel_backend` sends)
+//! and SIGHUP (reload), all handled by one handler that only sets flags and the latch.
+
+use pgrx::pg_sys;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+
+/// Set by SIGTERM.
+static TERMINATE: AtomicBool = AtomicBool::new(false);
+/// Whether the writer is inside a transaction (see `session::transaction`).
+static IN_TRANSACTION: AtomicBool = AtomicBool::new(false);
+/// Counts SIGTERMs and SIGINTs. Either one cuts short a wait for a synchronous standby, after
+/// which the commit returns as if it were complete: a write during which one arrived is not
+/// trusted (`Writer::write`).
+static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
+
+/// Installs the handler for the three signals and unblocks signals, as every background
+/// worker does first.
+pub fn install() {
+    // SAFETY: installing handlers in our own process before unblocking signals; the handler
+    // only does what a signal handler may.
+    unsafe {
+        for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            #[cfg(not(feature = "pg18"))]
+            pg_sys::pqsignal(signal, Some(on_signal));
+            #[cfg(feature = "pg18")]
+            pg_sys::pqsignal_be(signal, Some(on_signal));
+        }
+        pg_sys::BackgroundWorkerUnblockSignals();
+    }
+}
+
+/// Whether a SIGTERM asked the writer to stop.
+pub fn terminating() -> bool {
+    TERMINATE.load(SeqCst)
+}
+
+/// How many SIGTERMs and SIGINTs arrived so far.
+pub fn interrupts() -> u64 {
+    INTERRUPTS.load(SeqCst)
+}
+
+/// Notes whether the writer is inside a transaction, where a SIGTERM or SIGINT must cancel
+/// what it waits for.
+pub fn set_in_transaction(inside: bool) {
+    IN_TRANSACTION.store(inside, SeqCst);
+}
+
+/// * SIGTERM: stop at the next safe point;
+/// * SIGINT (`pg_cancel_backend`): noted, since it too ends a wait for a standby;
+/// * SIGHUP: reload the configuration at the next safe point.
+///
+/// Inside a transaction SIGTERM and SIGINT also cancel what the writer waits for (a lock, a
+/// synchronous standby), the way a query cancel would, so that a shutdown is never held up by
+/// a standby that does not answer; outside one there is nothing to cancel, and a pending
+/// cancel would only turn the next log message into an error.
+// SAFETY: installed as a signal handler only; it does nothing a handler may not.
+unsafe extern "C-unwind" fn on_signal(signal: i32) {
+    // SAFETY: only async-signal-safe work: atomics, the flags PostgreSQL's own handlers set,
+    // and SetLatch, which PostgreSQL documents as safe in a signal handler. errno is preserved.
+    unsafe {
+        let saved = *libc::__errno_location();
+        if signal == libc::SIGHUP {
+            pg_sys::ConfigReloadPending = 1;
+        } else {
+            if signal == libc::SIGTERM {
+                TERMINATE.store(true, SeqCst);
+            }
+            INTERRUPTS.fetch_add(1, SeqCst);
+            if IN_TRANSACTION.load(SeqCst) {
+                pg_sys::QueryCancelPending = 1;
+                pg_sys::InterruptPending = 1;
+            }
+        }
+        pg_sys::SetLatch(pg_sys::MyLatch);
+        *libc::__errno_location() = saved;
+    }
+}
