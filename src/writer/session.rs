@@ -5,7 +5,6 @@ use super::latch::{self, Until};
 use super::signals;
 use crate::settings;
 use crate::shmem::Shared;
-use pgrx::bgworkers::BackgroundWorker;
 use pgrx::prelude::*;
 use pgrx::PgTryBuilder;
 use std::time::{Duration, Instant};
@@ -31,27 +30,136 @@ pub fn connect(shared: &Shared) {
             exit();
         }
     }
-    BackgroundWorker::connect_worker_to_spi(Some(&settings::database()), None);
+    let database = std::ffi::CString::new(settings::database()).unwrap_or_default();
+    // SAFETY: called once, by a registered background worker with database access, before any
+    // transaction. BGWORKER_BYPASS_ALLOWCONN: the owner of the marks database may forbid
+    // connections to it, but not stop the marks of the whole server.
+    unsafe {
+        pg_sys::BackgroundWorkerInitializeConnection(
+            database.as_ptr(),
+            std::ptr::null(),
+            pg_sys::BGWORKER_BYPASS_ALLOWCONN,
+        )
+    };
     shared.control().connect_attempts = 0;
 }
 
-/// Sets the session up. Without these settings marks could be committed asynchronously, or
-/// name lookups could run code planted on a search path: no session, no writer (it exits and
-/// is restarted).
+/// What the writer's session runs with, whatever the marks database, the bootstrap superuser
+/// or the server's configuration say: each of these could otherwise change or stop its writes
+/// (a read-only or serializable default, a timeout, replication-role triggers, another
+/// tablespace or access method for the tables it creates, an ERROR promoted to FATAL), or
+/// make a name lookup run code planted on a search path.
+const SETTINGS: &[(&str, &str)] = &[
+    ("search_path", "pg_catalog, pg_temp"),
+    ("synchronous_commit", "on"),
+    ("lock_timeout", "5s"),
+    ("statement_timeout", "0"),
+    ("idle_in_transaction_session_timeout", "0"),
+    ("idle_session_timeout", "0"),
+    ("transaction_timeout", "0"),
+    ("default_transaction_read_only", "off"),
+    ("default_transaction_isolation", "read committed"),
+    ("default_transaction_deferrable", "off"),
+    ("session_replication_role", "origin"),
+    ("row_security", "on"),
+    ("default_tablespace", ""),
+    ("temp_tablespaces", ""),
+    ("default_table_access_method", "heap"),
+    ("exit_on_error", "off"),
+    ("check_function_bodies", "on"),
+    ("standard_conforming_strings", "on"),
+    ("transform_null_equals", "off"),
+    ("jit", "off"),
+];
+
+/// Sets the session up, once per start of the writer; no session, no writer (it exits and is
+/// restarted). `ALTER DATABASE ... SET` and `ALTER ROLE ... SET` reach a background worker's
+/// session like any other, and the owner of the marks database may be an ordinary role, so:
+///
+/// * the writer runs as the bootstrap superuser, even if a default says `role` or
+///   `session_authorization`;
+/// * every other setting a database or role default changed goes back to its built-in
+///   default;
+/// * then `SETTINGS` are applied, and checked.
 pub fn set_up() {
-    if let Err(e) = transaction(|| {
-        Spi::run(
-            "SET search_path = pg_catalog, pg_temp; SET synchronous_commit = on;
-             SET lock_timeout = '5s'; SET idle_in_transaction_session_timeout = 0",
-        )
-        .expect("set up the session")
-    }) {
-        crate::errors::warn(
-            format!("snowflake: {} could not set up its session: {e}", super::NAME),
-            "",
-        );
-        exit();
+    let steps: [(&str, fn()); 3] = [
+        ("run as the bootstrap superuser", as_bootstrap_superuser),
+        ("undo database and role defaults", undo_defaults),
+        ("apply its settings", apply_settings),
+    ];
+    for (what, step) in steps {
+        if let Err(e) = transaction(step) {
+            crate::errors::warn(
+                format!("snowflake: the {} could not {what}: {e}", super::NAME),
+                "It exits and is restarted; until it runs, no ids beyond the current marks are issued.",
+            );
+            exit();
+        }
     }
+}
+
+const BOOTSTRAP_SUPERUSER: pg_sys::Oid = pg_sys::Oid::from_u32(pg_sys::BOOTSTRAP_SUPERUSERID);
+
+/// Sets a setting for the session, as `SET` would.
+fn set(name: &std::ffi::CStr, value: &std::ffi::CStr) {
+    // SAFETY: both are NUL-terminated strings that outlive the call; PostgreSQL copies them.
+    // An invalid value raises an ERROR, which the caller's transaction catches.
+    unsafe {
+        pg_sys::SetConfigOption(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+        )
+    };
+}
+
+/// Without SQL, which would run as whatever role a default made the session: first no ERROR
+/// promoted to FATAL, then the bootstrap superuser as session and current user.
+fn as_bootstrap_superuser() {
+    set(c"exit_on_error", c"off");
+    // SAFETY: plain reads of the session's user ids; GetUserNameFromId reads the role's name
+    // from the catalog cache (no privilege check) into memory of the transaction.
+    unsafe {
+        if pg_sys::GetSessionUserId() != BOOTSTRAP_SUPERUSER {
+            let name = pg_sys::GetUserNameFromId(BOOTSTRAP_SUPERUSER, false);
+            set(c"session_authorization", std::ffi::CStr::from_ptr(name));
+        }
+    }
+    set(c"role", c"none");
+    // SAFETY: as above.
+    let (session, current) = unsafe { (pg_sys::GetSessionUserId(), pg_sys::GetUserId()) };
+    assert!(
+        session == BOOTSTRAP_SUPERUSER && current == BOOTSTRAP_SUPERUSER,
+        "still running as role {} (session {})",
+        current.to_u32(),
+        session.to_u32()
+    );
+}
+
+fn undo_defaults() {
+    Spi::run(
+        "SELECT pg_catalog.set_config(name, boot_val, false) FROM pg_catalog.pg_settings
+         WHERE source OPERATOR(pg_catalog.=) ANY (ARRAY['database', 'user', 'database user'])
+           AND context OPERATOR(pg_catalog.=) ANY (ARRAY['user', 'superuser'])
+           AND name OPERATOR(pg_catalog.<>) ALL (ARRAY['role', 'session_authorization'])
+           AND boot_val IS NOT NULL",
+    )
+    .expect("undo database and role defaults");
+}
+
+fn apply_settings() {
+    let (names, values): (Vec<&str>, Vec<&str>) = SETTINGS.iter().copied().unzip();
+    // set_config raises an ERROR for a value it cannot take; a setting a major does not have
+    // (transaction_timeout before 17) is skipped.
+    Spi::run_with_args(
+        "SELECT pg_catalog.set_config(f.name, f.value, false)
+         FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]),
+                         pg_catalog.unnest($2::pg_catalog.text[])) AS f(name, value)
+         WHERE f.name OPERATOR(pg_catalog.=) ANY (SELECT name FROM pg_catalog.pg_settings)",
+        &[names.into(), values.into()],
+    )
+    .expect("apply the settings");
 }
 
 /// Exits with code 1, which asks the postmaster to restart the writer (unless the server is
