@@ -64,7 +64,9 @@ pub struct TableState {
     pub token: u64,
     /// Where the table holding that token is, once it has been written (`None`: not yet).
     pub identity: Option<snowflake_core::token::Identity>,
-    /// Whether the token file names that table.
+    /// The generation the writer last wrote to its header.
+    pub generation: u64,
+    /// Whether the token file records that table at that generation.
     pub token_file_ok: bool,
 }
 
@@ -104,8 +106,9 @@ pub struct Control {
     pub loaded: bool,
     /// The marks table the writer writes.
     pub table: TableState,
-    /// Why the state is `NoExtension` or `InDoubt`.
+    /// Why the state is `InDoubt`, and the way out (empty: restore the marks).
     pub why: Text,
+    pub hint: Text,
     /// Whether writing marks fails at the moment, with what, and how many attempts failed in a
     /// row.
     pub failing: bool,

@@ -108,16 +108,21 @@ fn snowflake_status() -> TableIterator<
 > {
     use crate::control::State;
     let shared = shmem::shared();
-    let (state, why, failure) = {
+    let (state, why, hint, failure) = {
         let control = shared.control();
         let failure = control.failing.then(|| {
             format!(
-                "persisting marks failed {} time(s) in a row: {}",
+                "writing marks failed {} time(s) in a row: {}",
                 control.failures,
                 control.failure.get()
             )
         });
-        (control.state, control.why.get(), failure)
+        (
+            control.state,
+            control.why.get(),
+            control.hint.get(),
+            failure,
+        )
     };
     // SAFETY: a plain query of the server's recovery state.
     let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
@@ -128,7 +133,8 @@ fn snowflake_status() -> TableIterator<
         ),
         State::Ready => ("ready", failure),
         State::Starting => ("starting", failure.or((!why.is_empty()).then_some(why))),
-        State::InDoubt => ("in doubt", Some(why)),
+        State::InDoubt if hint.is_empty() => ("in doubt", Some(why)),
+        State::InDoubt => ("in doubt", Some(format!("{why}. {hint}"))),
     };
     TableIterator::once((
         state.to_string(),

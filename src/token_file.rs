@@ -5,7 +5,7 @@
 //! directory fsynced) and read back to verify, so it is never torn, short or over-long.
 
 use snowflake_core::startup::TokenFile;
-use snowflake_core::token::{self, Identity};
+use snowflake_core::token::{self, Recorded};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
@@ -34,7 +34,7 @@ pub fn read() -> TokenFile {
     }
 }
 
-pub fn write(value: &Identity) -> io::Result<()> {
+pub fn write(value: &Recorded) -> io::Result<()> {
     if !Path::new(DIR).is_dir() {
         fs::create_dir(DIR)?;
         File::open(".")?.sync_all()?;

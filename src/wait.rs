@@ -22,19 +22,25 @@ const NUDGE_AFTER: Duration = Duration::from_secs(1);
 /// the condition variable and returns at once, so that the caller checks again before
 /// sleeping and no broadcast is missed.
 pub fn for_marks(shared: &Shared, worker: u32, since: Instant) {
-    let (state, why, failure) = {
+    let (state, why, hint, failure) = {
         let control = shared.control();
         let failure = control.failing.then(|| control.failure.get());
-        (control.state, control.why.get(), failure)
+        (
+            control.state,
+            control.why.get(),
+            control.hint.get(),
+            failure,
+        )
     };
     if state == State::InDoubt {
-        errors::no_marks(
-            worker,
-            why,
+        let hint = if hint.is_empty() {
             "Find the largest id this server may have issued (for example SELECT max(id) FROM each table), \
              then run SELECT snowflake_restore_mark(<that id>); or SELECT snowflake_restore_mark(ARRAY['t1', 't2']::regclass[]); \
-             as a superuser. See the server log for details.",
-        );
+             as a superuser. See the server log for details."
+        } else {
+            &hint
+        };
+        errors::no_marks(worker, why, hint);
     }
     if since.elapsed() > MARK_WAIT_LIMIT {
         let why = match (state, failure) {

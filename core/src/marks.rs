@@ -27,6 +27,31 @@ pub struct Row {
     pub reserved_to: u64,
 }
 
+/// A digest of the rows of a marks table, in worker order (rows equal to `Row::default()` are
+/// not in the table and not counted): the mark writer stores it in the table's header with
+/// every write, so a table whose rows were deleted, changed or added since is told apart from
+/// the one it wrote (`startup::decide`). FNV-1a, like the token file's checksum: it guards
+/// against accidents and careless hands, not forgery (only superusers can write the table).
+pub fn digest<'a>(rows: impl IntoIterator<Item = (u32, &'a Row)>) -> u64 {
+    let mut bytes = Vec::new();
+    for (worker, row) in rows {
+        if *row == Row::default() {
+            continue;
+        }
+        bytes.extend_from_slice(&worker.to_le_bytes());
+        for tick in [
+            row.mark,
+            row.jump_base,
+            row.jump_from,
+            row.reserved_from,
+            row.reserved_to,
+        ] {
+            bytes.extend_from_slice(&tick.to_le_bytes());
+        }
+    }
+    crate::token::checksum(&bytes)
+}
+
 /// Sets up a worker from its row, when the marks are loaded after a start, and
 /// opens it. Nothing can be issued until the writer raises the mark past `mark`.
 pub fn load(slot: &Slot, row: &Row) {
@@ -559,5 +584,24 @@ mod tests {
         assert_eq!(n.slot.waiting_for.load(Relaxed), 0);
         n.write(T0 + 10);
         assert!(n.slot.last() < from, "the rewind was undone at once");
+    }
+
+    #[test]
+    fn the_digest_sees_a_row_deleted_changed_or_added() {
+        let row = |mark| Row {
+            mark,
+            ..Row::default()
+        };
+        let table = [(1, row(100)), (2, row(200))];
+        let d = digest(table.iter().map(|(w, r)| (*w, r)));
+        assert_eq!(
+            d,
+            digest([(1, &row(100)), (2, &row(200)), (3, &Row::default())])
+        );
+        assert_ne!(d, digest([(1, &row(100))]));
+        assert_ne!(d, digest([(1, &row(100)), (2, &row(201))]));
+        assert_ne!(d, digest([(1, &row(100)), (2, &row(200)), (3, &row(1))]));
+        assert_ne!(d, digest([(2, &row(100)), (1, &row(200))]));
+        assert_ne!(d, digest([]));
     }
 }

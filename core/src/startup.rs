@@ -13,7 +13,12 @@
 //! * a token file and no table, or a table that is not the one the file names (another token,
 //!   another database or table OID): the table this server wrote was dropped, re-created or
 //!   copied, or `snowflake.database` names another database. Its marks may be lost: refuse;
-//! * a marks schema whose header row is missing: refuse;
+//! * a marks schema whose header row is missing, or whose objects another role made or could
+//!   change (the glue checks that, `marks_table.rs`): refuse;
+//! * a table whose rows are not the ones its header says the writer last wrote (rows deleted,
+//!   changed or added by hand, the table emptied): refuse;
+//! * a table whose generation is behind the one the token file records (an older copy
+//!   restored over it, or it was rolled back): refuse;
 //! * a token file or state file that cannot be read or is damaged, a table from a newer format
 //!   or another layout: refuse.
 //!
@@ -24,8 +29,9 @@
 use crate::layout::Layout;
 use crate::token;
 
-/// The version of the marks table's format this code writes and reads.
-pub const FORMAT: i32 = 1;
+/// The version of the marks table's format this code writes and reads. Format 1 (0.2.0) had
+/// no generation and no digest in its header; it is read, and written as format 2.
+pub const FORMAT: i32 = 2;
 
 /// The marks table's one header row, and where the table is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,13 +40,29 @@ pub struct Meta {
     /// `Layout`'s text form.
     pub layout: String,
     pub identity: token::Identity,
+    /// Bumped by the mark writer with every write (0 in format 1).
+    pub generation: u64,
+    /// `marks::digest` of the rows the writer last wrote (`None` in format 1).
+    pub digest: Option<u64>,
+}
+
+/// What the marks schema holds, as the mark writer found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// No marks schema: nothing was ever written here, or it was dropped.
+    Nothing,
+    /// A marks schema that cannot be used: objects another role made or could change, a table
+    /// missing, a header that cannot be read. Why, naming the object and its owner.
+    Doubtful(String),
+    /// The marks table's header, and the digest of the rows it holds.
+    Table { meta: Meta, rows_digest: u64 },
 }
 
 /// What the token file held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenFile {
     Absent,
-    Token(token::Identity),
+    Token(token::Recorded),
     Unreadable(String),
     Invalid(token::Invalid),
 }
@@ -59,14 +81,15 @@ pub enum Decision {
     /// Nothing was ever minted here: start from the clock, above these marks if 0.1.0 left
     /// any (in ticks of the default layout, per worker).
     Fresh { legacy: Option<Vec<u64>> },
-    /// Load the table. `write_token`: the token file is missing and must be written.
+    /// Load the table. `write_token`: the token file is missing (or behind the table) and
+    /// must be written.
     Load { write_token: bool },
     /// Refuse to mint, for this reason.
     Doubt(String),
 }
 
-pub fn decide(meta: Option<&Meta>, file: &TokenFile, legacy: &Legacy, layout: &Layout) -> Decision {
-    let file_token = match file {
+pub fn decide(found: &Found, file: &TokenFile, legacy: &Legacy, layout: &Layout) -> Decision {
+    let recorded = match file {
         TokenFile::Unreadable(e) => {
             return Decision::Doubt(format!(
                 "the token file snowflake_ext/marks.token cannot be read ({e})"
@@ -80,23 +103,27 @@ pub fn decide(meta: Option<&Meta>, file: &TokenFile, legacy: &Legacy, layout: &L
         TokenFile::Absent => None,
         TokenFile::Token(t) => Some(*t),
     };
-    let Some(meta) = meta else {
-        if let Some(t) = file_token {
-            return Decision::Doubt(format!(
-                "this server's marks were kept in a marks table (token {:016x}) that is gone: it \
-                 was dropped, or snowflake.database names another database than before",
-                t.token
-            ));
+    let (meta, rows_digest) = match found {
+        Found::Doubtful(why) => return Decision::Doubt(why.clone()),
+        Found::Table { meta, rows_digest } => (meta, *rows_digest),
+        Found::Nothing => {
+            if let Some(t) = recorded {
+                return Decision::Doubt(format!(
+                    "this server's marks were kept in a marks table (token {:016x}) that is gone: it \
+                     was dropped, or snowflake.database names another database than before",
+                    t.identity.token
+                ));
+            }
+            return match legacy {
+                Legacy::Unreadable(e) => Decision::Doubt(format!(
+                    "the state files of snowflake_ext 0.1.0 in snowflake_ext/ cannot be read or are damaged ({e})"
+                )),
+                Legacy::Marks(marks) => Decision::Fresh {
+                    legacy: Some(marks.clone()),
+                },
+                Legacy::Absent => Decision::Fresh { legacy: None },
+            };
         }
-        return match legacy {
-            Legacy::Unreadable(e) => Decision::Doubt(format!(
-                "the state files of snowflake_ext 0.1.0 in snowflake_ext/ cannot be read or are damaged ({e})"
-            )),
-            Legacy::Marks(marks) => Decision::Fresh {
-                legacy: Some(marks.clone()),
-            },
-            Legacy::Absent => Decision::Fresh { legacy: None },
-        };
     };
     if meta.format > FORMAT {
         return Decision::Doubt(format!(
@@ -112,19 +139,37 @@ pub fn decide(meta: Option<&Meta>, file: &TokenFile, legacy: &Legacy, layout: &L
             meta.layout
         ));
     }
-    match file_token {
-        Some(t) if t != meta.identity => Decision::Doubt(format!(
+    if let Some(t) = recorded.filter(|t| t.identity != meta.identity) {
+        return Decision::Doubt(format!(
             "the marks table (token {:016x}, database OID {}, table OID {}) is not the one this server \
              wrote (token {:016x}, database OID {}, table OID {}): it was replaced or copied, or \
              snowflake.database names another database than before",
             meta.identity.token,
             meta.identity.database,
             meta.identity.table,
-            t.token,
-            t.database,
-            t.table
+            t.identity.token,
+            t.identity.database,
+            t.identity.table
+        ));
+    }
+    if meta.digest.is_some_and(|d| d != rows_digest) {
+        return Decision::Doubt(
+            "the rows of snowflake_ext_state.marks are not the ones the mark writer last wrote \
+             (its header records another digest): rows were deleted, changed or added by hand, \
+             or the table was emptied"
+                .into(),
+        );
+    }
+    match recorded {
+        Some(t) if t.generation > meta.generation => Decision::Doubt(format!(
+            "snowflake_ext_state.marks is at generation {}, behind generation {} that this server \
+             wrote last: it was emptied and refilled, rolled back, or an older copy of it was \
+             restored",
+            meta.generation, t.generation
         )),
-        Some(_) => Decision::Load { write_token: false },
+        Some(t) => Decision::Load {
+            write_token: t.generation < meta.generation,
+        },
         None => Decision::Load { write_token: true },
     }
 }
@@ -143,11 +188,29 @@ mod tests {
         }
     }
 
+    /// The token file of a server that wrote table `token` last at generation 10.
+    fn file(token: u64) -> TokenFile {
+        TokenFile::Token(token::Recorded {
+            identity: id(token),
+            generation: 10,
+        })
+    }
+
     fn meta(token: u64) -> Meta {
         Meta {
             format: FORMAT,
             layout: L.to_string(),
             identity: id(token),
+            generation: 10,
+            digest: Some(99),
+        }
+    }
+
+    /// The table with `meta` and the rows its header says.
+    fn table(meta: Meta) -> Found {
+        Found::Table {
+            rows_digest: meta.digest.unwrap_or(12345),
+            meta,
         }
     }
 
@@ -161,12 +224,12 @@ mod tests {
     #[test]
     fn only_a_first_start_starts_from_the_clock() {
         assert_eq!(
-            decide(None, &TokenFile::Absent, &Legacy::Absent, &L),
+            decide(&Found::Nothing, &TokenFile::Absent, &Legacy::Absent, &L),
             Decision::Fresh { legacy: None }
         );
         let legacy = Legacy::Marks(vec![5; 1024]);
         assert_eq!(
-            decide(None, &TokenFile::Absent, &legacy, &L),
+            decide(&Found::Nothing, &TokenFile::Absent, &legacy, &L),
             Decision::Fresh {
                 legacy: Some(vec![5; 1024])
             }
@@ -176,55 +239,45 @@ mod tests {
     #[test]
     fn the_servers_own_table_is_loaded_with_or_without_its_token_file() {
         assert_eq!(
-            decide(
-                Some(&meta(7)),
-                &TokenFile::Token(id(7)),
-                &Legacy::Absent,
-                &L
-            ),
+            decide(&table(meta(7)), &file(7), &Legacy::Absent, &L),
             Decision::Load { write_token: false }
         );
         // pg_upgrade and restored base backups carry the table, not necessarily the file.
         assert_eq!(
-            decide(Some(&meta(7)), &TokenFile::Absent, &Legacy::Absent, &L),
+            decide(&table(meta(7)), &TokenFile::Absent, &Legacy::Absent, &L),
             Decision::Load { write_token: true }
         );
         // Once the table exists, 0.1.0's files no longer matter.
         let broken = Legacy::Unreadable("x".into());
         assert_eq!(
-            decide(Some(&meta(7)), &TokenFile::Token(id(7)), &broken, &L),
+            decide(&table(meta(7)), &file(7), &broken, &L),
             Decision::Load { write_token: false }
         );
     }
 
     #[test]
     fn lost_replaced_damaged_or_foreign_state_is_refused() {
+        assert!(doubt(decide(&Found::Nothing, &file(7), &Legacy::Absent, &L)).contains("gone"));
         assert!(
-            doubt(decide(None, &TokenFile::Token(id(7)), &Legacy::Absent, &L)).contains("gone")
+            doubt(decide(&table(meta(8)), &file(7), &Legacy::Absent, &L))
+                .contains("not the one this server wrote")
         );
         assert!(doubt(decide(
-            Some(&meta(8)),
-            &TokenFile::Token(id(7)),
-            &Legacy::Absent,
-            &L
-        ))
-        .contains("not the one this server wrote"));
-        assert!(doubt(decide(
-            Some(&meta(7)),
+            &table(meta(7)),
             &TokenFile::Unreadable("Permission denied".into()),
             &Legacy::Absent,
             &L
         ))
         .contains("Permission denied"));
         assert!(doubt(decide(
-            None,
+            &Found::Nothing,
             &TokenFile::Invalid(token::Invalid::Damaged),
             &Legacy::Absent,
             &L
         ))
         .contains("damaged"));
         assert!(doubt(decide(
-            None,
+            &Found::Nothing,
             &TokenFile::Absent,
             &Legacy::Unreadable("torn".into()),
             &L
@@ -234,23 +287,61 @@ mod tests {
             format: FORMAT + 1,
             ..meta(7)
         };
-        assert!(doubt(decide(
-            Some(&newer),
-            &TokenFile::Token(id(7)),
-            &Legacy::Absent,
-            &L
-        ))
-        .contains("newer"));
+        assert!(doubt(decide(&table(newer), &file(7), &Legacy::Absent, &L)).contains("newer"));
         let sony = Meta {
             layout: Layout::SONYFLAKE.to_string(),
             ..meta(7)
         };
-        assert!(doubt(decide(
-            Some(&sony),
-            &TokenFile::Token(id(7)),
-            &Legacy::Absent,
-            &L
-        ))
-        .contains("cannot change under existing ids"));
+        assert!(doubt(decide(&table(sony), &file(7), &Legacy::Absent, &L))
+            .contains("cannot change under existing ids"));
+    }
+
+    #[test]
+    fn a_table_behind_its_token_file_or_changed_by_hand_is_refused() {
+        // Emptied (TRUNCATE, DELETE) or edited while the server was down: the rows are not the
+        // ones the header records.
+        let emptied = Found::Table {
+            meta: meta(7),
+            rows_digest: 0,
+        };
+        assert!(doubt(decide(&emptied, &file(7), &Legacy::Absent, &L)).contains("by hand"));
+        // An older copy restored over it: consistent, but behind the generation the server
+        // last wrote.
+        let older = Meta {
+            generation: 9,
+            ..meta(7)
+        };
+        assert!(doubt(decide(&table(older), &file(7), &Legacy::Absent, &L)).contains("behind"));
+        // A table ahead of the file (a crash between the commit and the file) is loaded, and
+        // the file brought up to date.
+        let ahead = Meta {
+            generation: 11,
+            ..meta(7)
+        };
+        assert_eq!(
+            decide(&table(ahead), &file(7), &Legacy::Absent, &L),
+            Decision::Load { write_token: true }
+        );
+        // A table of 0.2.0 (format 1: no generation, no digest) with its token file.
+        let old = Meta {
+            format: 1,
+            generation: 0,
+            digest: None,
+            ..meta(7)
+        };
+        let old_file = TokenFile::Token(token::Recorded {
+            identity: id(7),
+            generation: 0,
+        });
+        assert_eq!(
+            decide(&table(old), &old_file, &Legacy::Absent, &L),
+            Decision::Load { write_token: false }
+        );
+        // Objects the writer cannot trust: refused with the reason the glue found.
+        let foreign = Found::Doubtful("schema snowflake_ext_state is owned by app".into());
+        assert!(
+            doubt(decide(&foreign, &TokenFile::Absent, &Legacy::Absent, &L))
+                .contains("owned by app")
+        );
     }
 }

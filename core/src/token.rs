@@ -4,16 +4,22 @@
 //! dropped and created again, the wrong database in `snowflake.database`, or a copy of the
 //! table (a database made from a template, a dump restored elsewhere) is told apart from the
 //! server's own table and from a first start (see `startup.rs`). Base backups, standbys and
-//! pg_upgrade keep both OIDs. The format, pure; the file is written and read by
-//! `token_file.rs`.
+//! pg_upgrade keep both OIDs. It also records the table's *generation*, a counter the mark
+//! writer bumps in the table's header with every write and copies here before any id below
+//! the marks it wrote is issued: a table whose generation is behind the file's was emptied,
+//! rolled back or replaced by an older copy (see `startup.rs`). The format, pure; the file is
+//! written and read by `token_file.rs`.
 //!
-//! 40 bytes, little-endian: the magic `SFTOKEN1`, the format version (u32), the database OID
-//! (u32), the table OID (u32), 4 zero bytes, the token (u64), and an FNV-1a checksum of the 32
-//! bytes before it (u64).
+//! 48 bytes, little-endian: the magic `SFTOKEN1`, the format version (u32, 2), the database
+//! OID (u32), the table OID (u32), 4 zero bytes, the token (u64), the generation (u64), and an
+//! FNV-1a checksum of the 40 bytes before it (u64). Format 1 (snowflake_ext 0.2.0) had no
+//! generation and was 40 bytes long; it reads as generation 0.
 
 pub const MAGIC: &[u8; 8] = b"SFTOKEN1";
-pub const FORMAT: u32 = 1;
-pub const LEN: usize = 40;
+pub const FORMAT: u32 = 2;
+pub const LEN: usize = 48;
+/// The length of format 1, which had no generation.
+const LEN_1: usize = 40;
 
 /// Which marks table: its token, and the OIDs of its database and of itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +27,13 @@ pub struct Identity {
     pub token: u64,
     pub database: u32,
     pub table: u32,
+}
+
+/// What the token file records: which table, and the generation last written to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    pub identity: Identity,
+    pub generation: u64,
 }
 
 /// Why the bytes are not a token file this version can read.
@@ -42,34 +55,45 @@ pub fn checksum(bytes: &[u8]) -> u64 {
     })
 }
 
-pub fn encode(id: &Identity) -> [u8; LEN] {
+pub fn encode(recorded: &Recorded) -> [u8; LEN] {
+    let id = &recorded.identity;
     let mut out = [0u8; LEN];
     out[..8].copy_from_slice(MAGIC);
     out[8..12].copy_from_slice(&FORMAT.to_le_bytes());
     out[12..16].copy_from_slice(&id.database.to_le_bytes());
     out[16..20].copy_from_slice(&id.table.to_le_bytes());
     out[24..32].copy_from_slice(&id.token.to_le_bytes());
-    let sum = checksum(&out[..32]);
-    out[32..].copy_from_slice(&sum.to_le_bytes());
+    out[32..40].copy_from_slice(&recorded.generation.to_le_bytes());
+    let sum = checksum(&out[..40]);
+    out[40..].copy_from_slice(&sum.to_le_bytes());
     out
 }
 
-pub fn decode(bytes: &[u8]) -> Result<Identity, Invalid> {
-    if bytes.len() != LEN || &bytes[..8] != MAGIC {
+pub fn decode(bytes: &[u8]) -> Result<Recorded, Invalid> {
+    if bytes.len() < 12 || &bytes[..8] != MAGIC {
         return Err(Invalid::NotATokenFile { len: bytes.len() });
     }
     let format = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-    if format != FORMAT {
-        return Err(Invalid::UnknownFormat(format));
+    let body = match format {
+        1 => LEN_1 - 8,
+        FORMAT => LEN - 8,
+        _ => return Err(Invalid::UnknownFormat(format)),
+    };
+    if bytes.len() != body + 8 {
+        return Err(Invalid::NotATokenFile { len: bytes.len() });
     }
-    if checksum(&bytes[..32]).to_le_bytes() != bytes[32..] {
+    if checksum(&bytes[..body]).to_le_bytes() != bytes[body..] {
         return Err(Invalid::Damaged);
     }
     let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap());
-    Ok(Identity {
-        token: u64::from_le_bytes(bytes[24..32].try_into().unwrap()),
-        database: u32_at(12),
-        table: u32_at(16),
+    let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
+    Ok(Recorded {
+        identity: Identity {
+            token: u64_at(24),
+            database: u32_at(12),
+            table: u32_at(16),
+        },
+        generation: if format == 1 { 0 } else { u64_at(32) },
     })
 }
 
@@ -82,30 +106,60 @@ mod tests {
         database: 5,
         table: 16_384,
     };
+    const REC: Recorded = Recorded {
+        identity: ID,
+        generation: 77,
+    };
 
     #[test]
-    fn identities_round_trip() {
+    fn records_round_trip() {
         for token in [1, 42, u64::MAX] {
-            let id = Identity { token, ..ID };
-            assert_eq!(decode(&encode(&id)), Ok(id));
+            for generation in [0, 1, u64::MAX] {
+                let r = Recorded {
+                    identity: Identity { token, ..ID },
+                    generation,
+                };
+                assert_eq!(decode(&encode(&r)), Ok(r));
+            }
         }
     }
 
     #[test]
+    fn a_format_1_file_reads_as_generation_0() {
+        // As snowflake_ext 0.2.0 wrote it.
+        let mut old = [0u8; LEN_1];
+        old[..8].copy_from_slice(MAGIC);
+        old[8..12].copy_from_slice(&1u32.to_le_bytes());
+        old[12..16].copy_from_slice(&ID.database.to_le_bytes());
+        old[16..20].copy_from_slice(&ID.table.to_le_bytes());
+        old[24..32].copy_from_slice(&ID.token.to_le_bytes());
+        let sum = checksum(&old[..32]);
+        old[32..].copy_from_slice(&sum.to_le_bytes());
+        assert_eq!(
+            decode(&old),
+            Ok(Recorded {
+                identity: ID,
+                generation: 0
+            })
+        );
+    }
+
+    #[test]
     fn torn_truncated_padded_damaged_and_newer_files_are_refused() {
-        let good = encode(&ID);
+        let good = encode(&REC);
         assert_eq!(decode(&good[..20]), Err(Invalid::NotATokenFile { len: 20 }));
+        assert_eq!(decode(&good[..40]), Err(Invalid::NotATokenFile { len: 40 }));
         assert_eq!(decode(&[]), Err(Invalid::NotATokenFile { len: 0 }));
         let mut padded = good.to_vec();
         padded.extend_from_slice(&[0; 100]);
-        assert_eq!(decode(&padded), Err(Invalid::NotATokenFile { len: 140 }));
-        for at in [0, 9, 13, 17, 26, 38] {
+        assert_eq!(decode(&padded), Err(Invalid::NotATokenFile { len: 148 }));
+        for at in [0, 9, 13, 17, 26, 33, 38, 46] {
             let mut bad = good;
             bad[at] ^= 0x40;
             assert!(decode(&bad).is_err(), "a flip at byte {at} went unnoticed");
         }
         let mut newer = good;
-        newer[8] = 2;
-        assert_eq!(decode(&newer), Err(Invalid::UnknownFormat(2)));
+        newer[8] = 3;
+        assert_eq!(decode(&newer), Err(Invalid::UnknownFormat(3)));
     }
 }

@@ -4,12 +4,13 @@
 
 use super::{session, Writer, NAME};
 use crate::control::{State, TableState};
-use crate::{clock, errors, marks_table, token_file};
+use crate::marks_table::{self, Refusal};
+use crate::{clock, errors, token_file};
 use pgrx::prelude::*;
 use snowflake_core::layout::Layout;
 use snowflake_core::legacy;
 use snowflake_core::marks::{self, Row};
-use snowflake_core::startup::{self, Decision, Legacy};
+use snowflake_core::startup::{self, Decision, Found, Legacy};
 use std::sync::atomic::Ordering::*;
 
 impl Writer {
@@ -21,20 +22,31 @@ impl Writer {
             let control = self.shared.control();
             (control.table, control.state)
         };
-        if state != State::Ready {
-            return;
-        }
         self.table = table;
-        let layout = *self.layout();
-        self.stored.fill(Row::default());
-        if let Ok(Ok(rows)) = session::transaction(move || marks_table::read_marks(&layout)) {
-            for (w, row) in rows {
-                self.stored[w as usize] = row;
+        if state == State::Ready {
+            let layout = *self.layout();
+            let found = session::transaction(move || -> Result<_, Refusal> {
+                let meta = marks_table::read_meta()?;
+                Ok((meta, marks_table::read_marks(&layout)?))
+            });
+            self.stored.fill(Row::default());
+            match found {
+                Ok(Ok((Some(meta), rows))) if Some(meta.identity) == table.identity => {
+                    self.table.generation = meta.generation;
+                    for (w, row) in rows {
+                        self.stored[w as usize] = row;
+                    }
+                }
+                Ok(Err(Refusal::Untrusted(why))) => {
+                    return self.set_state(State::InDoubt, &why, marks_table::UNTRUSTED_HINT)
+                }
+                // Anything else is written again from memory at the next write.
+                _ => {}
             }
-        }
-        for slot in self.shared.slots() {
-            slot.dirty.store(true, Release);
-            marks::reopen(slot);
+            for slot in self.shared.slots() {
+                slot.dirty.store(true, Release);
+                marks::reopen(slot);
+            }
         }
         self.shared.broadcast();
         errors::log(
@@ -46,39 +58,59 @@ impl Writer {
     /// Loads the marks at start, or finds out why they cannot be.
     pub(super) fn load(&mut self) {
         let layout = *self.layout();
-        let found = session::transaction(|| -> Result<_, String> {
-            let meta = marks_table::read_meta()?;
-            let legacy = if meta.is_none() {
-                read_legacy()
-            } else {
-                Legacy::Absent
+        let found = session::transaction(|| {
+            let (found, rows) = match marks_table::read_meta() {
+                Ok(None) => (Found::Nothing, Vec::new()),
+                Err(refusal) => {
+                    return (
+                        Found::Doubtful(refusal.to_string()),
+                        Vec::new(),
+                        Some(refusal),
+                    )
+                }
+                Ok(Some(meta)) => match marks_table::read_marks(&layout) {
+                    Ok(rows) => (
+                        Found::Table {
+                            rows_digest: marks_table::digest_of(&rows),
+                            meta,
+                        },
+                        rows,
+                    ),
+                    Err(e) => (
+                        Found::Doubtful(format!("the marks table cannot be read: {e}")),
+                        Vec::new(),
+                    ),
+                },
             };
-            let decision = startup::decide(meta.as_ref(), &token_file::read(), &legacy, &layout);
-            let rows = match &decision {
-                Decision::Load { .. } => marks_table::read_marks(&layout)?,
-                _ => Vec::new(),
-            };
-            Ok((meta, decision, rows))
+            (found, rows, None)
         });
-        let (meta, decision, rows) = match found {
-            Ok(Ok(found)) => found,
-            Ok(Err(e)) => {
+        let (found, rows, refusal) = match found {
+            Ok(found) => found,
+            Err(e) => {
                 return self.set_state(
-                    State::InDoubt,
-                    &format!("the marks table cannot be read: {e}"),
+                    State::Starting,
+                    &format!("reading the marks failed: {e}"),
+                    "",
                 )
             }
-            Err(e) => {
-                return self.set_state(State::Starting, &format!("reading the marks failed: {e}"))
-            }
+        };
+        let legacy = match found {
+            Found::Nothing => read_legacy(),
+            _ => Legacy::Absent,
+        };
+        let decision = startup::decide(&found, &token_file::read(), &legacy, &layout);
+        let hint = match refusal {
+            Some(Refusal::Untrusted(_)) => marks_table::UNTRUSTED_HINT,
+            _ => "",
         };
         match decision {
-            Decision::Doubt(why) => return self.set_state(State::InDoubt, &why),
+            Decision::Doubt(why) => return self.set_state(State::InDoubt, &why, hint),
             Decision::Fresh { legacy } => {
                 if legacy.is_some() && layout != Layout::SNOWFLAKE {
                     return self.set_state(
                         State::InDoubt,
                         "snowflake_ext 0.1.0 left state files (snowflake_ext/lease.0, lease.1) in the default layout, but snowflake.layout is another",
+                        "Start this server with snowflake.layout = 'snowflake', the layout 0.1.0 minted in.",
                     );
                 }
                 self.set_table(TableState {
@@ -109,30 +141,43 @@ impl Writer {
                 }
             }
             Decision::Load { write_token } => {
-                let meta = meta.expect("a table to load");
+                let Found::Table { meta, .. } = found else {
+                    unreachable!("a table to load")
+                };
                 self.set_table(TableState {
                     token: meta.identity.token,
                     identity: Some(meta.identity),
+                    generation: meta.generation,
                     token_file_ok: !write_token,
                 });
                 self.stored.fill(Row::default());
-                let mut loaded = vec![Row::default(); self.stored.len()];
                 for (w, row) in rows {
-                    loaded[w as usize] = row;
                     self.stored[w as usize] = row;
                 }
-                for (slot, row) in self.shared.slots().iter().zip(&loaded) {
+                for (slot, row) in self.shared.slots().iter().zip(&self.stored) {
                     marks::load(slot, row);
                 }
             }
         }
-        {
-            let mut control = self.shared.control();
-            control.loaded = true;
-            control.state = State::Ready;
-            control.why.set("");
+        self.shared.control().loaded = true;
+        self.set_state(State::Ready, "", "");
+    }
+
+    /// While the marks are in doubt after they were loaded (the objects stopped being
+    /// trustworthy while the server ran): once they are trustworthy again, the workers go on
+    /// from shared memory, which covers every id issued, and everything is written again.
+    pub(super) fn recheck(&mut self) {
+        match session::transaction(marks_table::distrust) {
+            Ok(Ok(None)) => {
+                for slot in self.shared.slots() {
+                    slot.dirty.store(true, Release);
+                    marks::reopen(slot);
+                }
+                self.set_state(State::Ready, "", "");
+            }
+            Ok(Ok(Some(why))) => self.set_state(State::InDoubt, &why, marks_table::UNTRUSTED_HINT),
+            Ok(Err(_)) | Err(_) => {}
         }
-        self.shared.broadcast();
     }
 }
 

@@ -44,7 +44,7 @@ use crate::{errors, marks_table, settings};
 use latch::Until;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::prelude::*;
-use snowflake_core::generator::Params;
+use snowflake_core::generator::{Params, CLOSED};
 use snowflake_core::layout::Layout;
 use snowflake_core::marks::Row;
 use std::sync::atomic::Ordering::*;
@@ -131,8 +131,16 @@ impl Writer {
             self.reload_config();
             if self.shared.control().state != State::Ready {
                 self.serve_in_doubt();
-                if self.shared.control().state != State::Ready {
-                    self.load();
+                let (state, loaded) = {
+                    let control = self.shared.control();
+                    (control.state, control.loaded)
+                };
+                if state != State::Ready {
+                    if loaded {
+                        self.recheck();
+                    } else {
+                        self.load();
+                    }
                 }
                 if self.shared.control().state != State::Ready {
                     latch::wait(Some(Instant::now() + RETRY), Until::Latch);
@@ -159,21 +167,34 @@ impl Writer {
         self.shared.control().table = table;
     }
 
-    fn set_state(&mut self, state: State, why: &str) {
+    /// Moves to `state`, saying why and the way out (`hint`, empty: restore the marks).
+    /// Doubt about marks already loaded closes every worker: nothing is issued, not even below
+    /// the marks in shared memory, until the doubt is gone (`recheck`) or the marks restored.
+    fn set_state(&mut self, state: State, why: &str, hint: &str) {
         let changed = {
             let mut control = self.shared.control();
             let changed = control.state != state || control.why.get() != why;
             control.state = state;
             control.why.set(why);
+            control.hint.set(hint);
+            if state == State::InDoubt && control.loaded {
+                for slot in self.shared.slots() {
+                    slot.word.fetch_or(CLOSED, AcqRel);
+                }
+            }
             changed
         };
-        if changed || self.doubt.due() {
+        if state != State::Ready && (changed || self.doubt.due()) {
+            let hint = if hint.is_empty() {
+                "If the marks were lost, run SELECT snowflake_restore_mark(<an id above every id this \
+                 server issued>) as a superuser."
+            } else {
+                hint
+            };
             errors::warn(
                 format!("snowflake: no ids can be minted: {why}"),
                 &format!(
-                    "The {NAME} keeps the high-water marks in database \"{}\" (snowflake.database), schema {}. \
-                     If the marks were lost, run SELECT snowflake_restore_mark(<an id above every id this \
-                     server issued>) as a superuser.",
+                    "The {NAME} keeps the high-water marks in database \"{}\" (snowflake.database), schema {}. {hint}",
                     settings::database(),
                     marks_table::SCHEMA
                 ),

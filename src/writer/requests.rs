@@ -4,8 +4,9 @@
 
 use super::load::random_token;
 use super::{session, Writer};
+use crate::clock;
 use crate::control::{Answer, Ask, State, TableState, ASK_EXPIRES_MS};
-use crate::{clock, marks_table};
+use crate::marks_table::{self, Refusal};
 use snowflake_core::marks::{self, Row};
 use std::sync::atomic::Ordering::*;
 
@@ -82,26 +83,34 @@ impl Writer {
 
     /// While the marks are in doubt, only an administrator's restore of every worker helps:
     /// it accepts the marks table as it is (creating it if it is gone) under a new token, with
-    /// every worker raised to at least `from`.
+    /// every worker raised to at least `from`. Marks that were loaded before the doubt (the
+    /// objects stopped being trustworthy while the server ran) stay what they are in shared
+    /// memory, which covers every id issued. Objects that cannot be trusted are never
+    /// accepted: they must be dropped first.
     fn accept_in_doubt(&mut self, from: u64) -> Result<u64, String> {
         let layout = *self.layout();
         let rows = session::transaction(move || match marks_table::read_meta() {
+            Err(Refusal::Untrusted(why)) => Err(why),
             Ok(Some(m)) if m.layout == layout.to_string() => {
-                marks_table::read_marks(&layout).unwrap_or_default()
+                Ok(marks_table::read_marks(&layout).unwrap_or_default())
             }
-            _ => Vec::new(),
-        })?;
+            _ => Ok(Vec::new()),
+        })??;
+        let loaded = self.shared.control().loaded;
         self.set_table(TableState {
             token: random_token(),
+            generation: self.table.generation,
             ..TableState::default()
         });
-        let mut loaded = vec![Row::default(); self.stored.len()];
+        let mut found = vec![Row::default(); self.stored.len()];
         for (w, p) in rows {
-            loaded[w as usize] = p;
+            found[w as usize] = p;
         }
         self.stored.fill(Row::default());
-        for (slot, p) in self.shared.slots().iter().zip(&loaded) {
-            marks::load(slot, p);
+        for (slot, p) in self.shared.slots().iter().zip(&found) {
+            if !loaded {
+                marks::load(slot, p);
+            }
             marks::restore(slot, &self.p, from);
             slot.dirty.store(true, Release);
         }
@@ -116,10 +125,10 @@ impl Writer {
                 (w as u32, marks::row(slot, mark))
             })
             .collect();
-        self.write(&all)?;
+        self.write(&all).map_err(|e| e.to_string())?;
         for &(w, p) in &all {
-            self.stored[w as usize] = p;
             marks::mark_written(self.shared.slot(w), p.mark);
+            marks::reopen(self.shared.slot(w));
         }
         Ok(all.iter().map(|(_, p)| p.mark).max().unwrap_or(0))
     }
@@ -140,6 +149,7 @@ impl Writer {
                 control.state = State::Ready;
                 control.loaded = true;
                 control.why.set("");
+                control.hint.set("");
             }
             Err(e) => {
                 control.answer = Answer::Failed;

@@ -2,11 +2,22 @@
 //! then raised in shared memory; and the clean stop.
 
 use super::{session, signals, Writer, NAME, RETRY};
-use crate::control::State;
-use crate::{clock, errors, marks_table, token_file};
+use crate::control::{State, TableState};
+use crate::marks_table::{self, Refusal};
+use crate::{clock, errors, token_file};
 use pgrx::prelude::*;
 use snowflake_core::marks::{self, Row};
+use snowflake_core::token::Recorded;
 use std::sync::atomic::Ordering::*;
+
+/// The rows a marks table holds for `rows`, one per worker: those that are not empty.
+fn known_rows(rows: &[Row]) -> Vec<(u32, Row)> {
+    rows.iter()
+        .enumerate()
+        .filter(|(_, r)| **r != Row::default())
+        .map(|(w, r)| (w as u32, *r))
+        .collect()
+}
 
 impl Writer {
     /// One pass: writes what is due for every worker, then raises the marks.
@@ -14,28 +25,34 @@ impl Writer {
         let now = clock::wall(self.layout());
         let mut due = Vec::new();
         for (w, slot) in self.shared.slots().iter().enumerate() {
-            if let Some(want) = marks::row_to_write(slot, &self.p, now, &self.stored[w]) {
-                due.push((w as u32, want));
+            if let Some(row) = marks::row_to_write(slot, &self.p, now, &self.stored[w]) {
+                due.push((w as u32, row));
             }
         }
         if due.is_empty() && (self.table.token_file_ok || self.table.identity.is_none()) {
             return Ok(());
         }
-        match self.write(&due) {
+        let written = self.write(&due);
+        if written.is_err() {
+            for &(w, _) in &due {
+                // Try again next time; the marks in shared memory stay as they were.
+                self.shared.slot(w).dirty.store(true, Release);
+            }
+        }
+        match written {
             Ok(()) => {
-                for &(w, want) in &due {
-                    self.stored[w as usize] = want;
-                    marks::mark_written(self.shared.slot(w), want.mark);
+                for &(w, row) in &due {
+                    marks::mark_written(self.shared.slot(w), row.mark);
                 }
                 self.set_failing(None);
                 self.shared.broadcast();
                 Ok(())
             }
-            Err(e) => {
-                for &(w, _) in &due {
-                    // Try again next time; the marks in shared memory stay as they were.
-                    self.shared.slot(w).dirty.store(true, Release);
-                }
+            Err(Refusal::Untrusted(why)) => {
+                self.set_state(State::InDoubt, &why, marks_table::UNTRUSTED_HINT);
+                Err(why)
+            }
+            Err(Refusal::Failed(e)) => {
                 self.set_failing(Some(&e));
                 self.shared.broadcast();
                 Err(e)
@@ -43,62 +60,77 @@ impl Writer {
         }
     }
 
-    /// Writes `rows` durably: the table (claiming it first if it is not the one this writer
-    /// wrote before), then the token file. A write during which a cancel or a terminate
-    /// arrived is not trusted, because that ends a wait for a synchronous standby early.
-    pub(super) fn write(&mut self, rows: &[(u32, Row)]) -> Result<(), String> {
+    /// Writes `rows` durably: the table, then the token file. The table must be as this writer
+    /// left it (the same table, generation and rows); one that was dropped, replaced, emptied
+    /// or edited while the server ran is written again whole from what the writer knows, which
+    /// covers every id issued. A write during which a cancel or a terminate arrived is not
+    /// trusted, because that ends a wait for a synchronous standby early.
+    pub(super) fn write(&mut self, rows: &[(u32, Row)]) -> Result<(), Refusal> {
         let layout = *self.layout();
         let table = self.table;
-        let stored = self.stored.clone();
-        let signals = signals::interrupts();
-        let identity = session::transaction(move || {
-            let identity = match marks_table::lock_identity() {
-                Some(current) if Some(current) == table.identity => current,
-                _ => {
-                    let identity = marks_table::claim(&layout, table.token);
-                    if table.identity.is_some() {
-                        errors::warn(
-                            format!(
-                                "snowflake: the marks table {}.marks was dropped or replaced while the server ran; \
-                                 rewriting it from memory",
-                                marks_table::SCHEMA
-                            ),
-                            "This server's own state in shared memory covers every id it issued.",
-                        );
-                        let known: Vec<(u32, Row)> = stored
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, p)| **p != Row::default())
-                            .map(|(w, p)| (w as u32, *p))
-                            .collect();
-                        marks_table::write(&layout, &known);
-                    }
-                    identity
-                }
+        let mut after = self.stored.clone();
+        for &(w, row) in rows {
+            after[w as usize] = row;
+        }
+        let before: Vec<(u32, Row)> = known_rows(&self.stored);
+        let interrupts = signals::interrupts();
+        let (identity, generation, rewritten) = session::transaction(|| {
+            let current = marks_table::lock_for_write(&layout)?;
+            let as_left = current.as_ref().is_some_and(|c| {
+                Some(c.identity) == table.identity
+                    && c.generation == table.generation
+                    && c.rows == before
+            });
+            let identity = if as_left {
+                marks_table::write(&layout, rows)?;
+                table.identity.expect("the table as left")
+            } else {
+                marks_table::claim(&layout, table.token, &known_rows(&after))?
             };
-            marks_table::write(&layout, rows);
-            identity
-        })?;
-        if signals::interrupts() != signals {
-            return Err(
-                "the write was interrupted by a cancel or a shutdown; its commit may not have \
-                        reached a synchronous standby"
-                    .into(),
+            let generation = current.map_or(0, |c| c.generation).max(table.generation) + 1;
+            marks_table::stamp(generation, &after)?;
+            Ok::<_, Refusal>((identity, generation, !as_left && table.identity.is_some()))
+        })
+        .map_err(Refusal::Failed)??;
+        if rewritten {
+            errors::warn(
+                format!(
+                    "snowflake: the marks table {}.marks was dropped, replaced, emptied or changed while \
+                     the server ran; it was written again from memory",
+                    marks_table::SCHEMA
+                ),
+                "This server's own state in shared memory covers every id it issued.",
             );
         }
-        let mut table = self.table;
-        if table.identity != Some(identity) {
-            table.identity = Some(identity);
-            table.token_file_ok = false;
+        if signals::interrupts() != interrupts {
+            return Err(Refusal::Failed(
+                "the write was interrupted by a cancel or a shutdown; its commit may not have \
+                 reached a synchronous standby"
+                    .into(),
+            ));
         }
-        self.set_table(table);
-        if !table.token_file_ok {
-            token_file::write(&identity).map_err(|e| {
-                format!("the marks were committed, but the token file could not be written: {e}")
-            })?;
-            table.token_file_ok = true;
-            self.set_table(table);
-        }
+        self.stored = after;
+        self.set_table(TableState {
+            token: table.token,
+            identity: Some(identity),
+            generation,
+            token_file_ok: false,
+        });
+        // Before any id below these marks is issued: a table found behind this generation later
+        // was rolled back or replaced.
+        token_file::write(&Recorded {
+            identity,
+            generation,
+        })
+        .map_err(|e| {
+            Refusal::Failed(format!(
+                "the marks were committed, but the token file could not be written: {e}"
+            ))
+        })?;
+        self.set_table(TableState {
+            token_file_ok: true,
+            ..self.table
+        });
         Ok(())
     }
 
@@ -164,6 +196,7 @@ impl Writer {
             // A lowered mark need not wait for a standby: the higher one it replaces is safe.
             let written =
                 session::transaction(|| Spi::run("SET synchronous_commit = local").expect("set"))
+                    .map_err(Refusal::Failed)
                     .and_then(|_| self.write(&rows));
             if let Err(e) = written {
                 errors::warn(
