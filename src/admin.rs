@@ -3,18 +3,15 @@
 //! clock jump that was followed by mistake). Each asks the mark writer through the control
 //! block's mailbox and waits for the change to be durable before it returns.
 
-use crate::control::{Answer, Ask};
+use crate::mailbox::{self, Answer, Ask, Reply};
 use crate::shmem::{self, Shared};
 use crate::{errors, settings};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use snowflake_core::layout::Layout;
 use snowflake_core::marks::RewindRefusal;
-use std::time::{Duration, Instant};
 
 use PgSqlErrorCode::*;
-
-const ANSWER_LIMIT: Duration = Duration::from_millis(crate::control::ASK_EXPIRES_MS);
 
 /// Every worker's ids from now on are above `above`; also accepts the marks table as it is
 /// when the marks are in doubt. Returns the smallest id any worker may issue next.
@@ -84,20 +81,21 @@ fn snowflake_rewind(
             .unwrap_or_else(|e| errors::layout_error(e, layout)),
     };
     let clock = crate::clock::wall(layout);
-    match ask(shared, Ask::Rewind { worker, clock }) {
-        (Answer::Rewound(r), _) => TableIterator::once((
+    let reply = mailbox::ask(shared, Ask::Rewind { worker, clock });
+    match reply.answer {
+        Answer::Rewound(r) => TableIterator::once((
             layout.id_from_tick(r.resume, worker),
             layout.id_from_tick(r.reserved_from, worker),
             layout.id_from_tick(r.reserved_to, worker),
         )),
-        (Answer::RewindRefused(RewindRefusal::NoJump), _) => errors::raise(
+        Answer::RewindRefused(RewindRefusal::NoJump) => errors::raise(
             ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!("snowflake worker {worker} has followed no forward clock jump since it was last rewound"),
             None,
             "snowflake_rewind undoes a forward jump of the system clock that the worker followed (the server log \
              says \"follows the system clock, which jumped forward\"); snowflake_stats shows clock_jumps.",
         ),
-        (Answer::RewindRefused(RewindRefusal::StillReserved { from, to }), _) => errors::raise(
+        Answer::RewindRefused(RewindRefusal::StillReserved { from, to }) => errors::raise(
             ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!(
                 "snowflake worker {worker} still skips the ids {} to {} of an earlier rewind",
@@ -108,13 +106,13 @@ fn snowflake_rewind(
             "Give the worker another worker id to go on with (snowflake.worker_id), or restore its mark above \
              the jump with snowflake_restore_mark(worker, id).",
         ),
-        (Answer::RewindRefused(RewindRefusal::NothingIssued), _) => errors::raise(
+        Answer::RewindRefused(RewindRefusal::NothingIssued) => errors::raise(
             ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!("snowflake worker {worker} issued no id after the clock jump it followed: nothing to undo"),
             None,
             "The server restarted below the jump, so the worker already follows the clock; the jump is forgotten.",
         ),
-        (Answer::RewindRefused(RewindRefusal::ClockStillAhead { jump_from }), _) => errors::raise(
+        Answer::RewindRefused(RewindRefusal::ClockStillAhead { jump_from }) => errors::raise(
             ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!(
                 "the system clock still reads at or after {}, where the jump took snowflake worker {worker}",
@@ -123,7 +121,7 @@ fn snowflake_rewind(
             None,
             "Set the system clock right first, then run snowflake_rewind again.",
         ),
-        (_, text) => failed(text),
+        _ => failed(reply),
     }
 }
 
@@ -171,71 +169,25 @@ fn first_tick_above(above: Option<i64>, layout: &Layout) -> u64 {
 }
 
 fn restore(shared: &Shared, worker: Option<u32>, from: u64) -> u64 {
-    match ask(shared, Ask::Restore { worker, from }) {
-        (Answer::Restored { mark }, _) => mark,
-        (_, text) => failed(text),
+    let reply = mailbox::ask(shared, Ask::Restore { worker, from });
+    match reply.answer {
+        Answer::Restored { mark } => mark,
+        _ => failed(reply),
     }
 }
 
-fn failed(text: String) -> ! {
+fn failed(reply: Reply) -> ! {
+    let hint = if reply.hint.is_empty() {
+        "See the server log for the mark writer's messages."
+    } else {
+        &reply.hint
+    };
     errors::raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("the snowflake mark writer could not do it: {text}"),
+        format!("the snowflake mark writer could not do it: {}", reply.text),
         None,
-        "See the server log for the mark writer's messages.",
+        hint,
     )
-}
-
-/// Posts `ask` to the mark writer and waits for its answer.
-fn ask(shared: &Shared, ask: Ask) -> (Answer, String) {
-    let since = Instant::now();
-    let mine = loop {
-        {
-            let mut control = shared.control();
-            if control.asked == control.answered {
-                control.ask = ask;
-                control.asked_at_ms = crate::clock::boot_ms();
-                control.answer = Answer::Pending;
-                control.answer_text.set("");
-                control.asked += 1;
-                break control.asked;
-            }
-        }
-        wait_answer(since);
-    };
-    shared.wake_writer();
-    loop {
-        {
-            let control = shared.control();
-            if control.answered >= mine {
-                let answer = (control.answer, control.answer_text.get());
-                drop(control);
-                crate::wait::done();
-                return answer;
-            }
-        }
-        wait_answer(since);
-    }
-}
-
-fn wait_answer(since: Instant) {
-    if since.elapsed() > ANSWER_LIMIT {
-        crate::wait::done();
-        errors::raise(
-            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("the snowflake mark writer did not answer within {} s", ANSWER_LIMIT.as_secs()),
-            None,
-            "Check that the \"snowflake_ext mark writer\" background worker runs (pg_stat_activity) and see the server log.",
-        );
-    }
-    // SAFETY: sleeping on the segment's condition variable, which checks for interrupts.
-    unsafe {
-        pg_sys::ConditionVariableTimedSleep(
-            shmem::shared().cv(),
-            crate::wait::RECHECK_MS,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-    }
 }
 
 /// The largest id in one table: in its columns whose default calls snowflake_nextval, or in

@@ -1,6 +1,7 @@
 //! The mark writer's control block, in shared memory under the control lock: the writer's
 //! state as backends see it (so that a backend refused ids can say why), and the mailbox
-//! through which an administrator's function asks the writer to change a worker.
+//! through which an administrator's function asks the writer to change a worker
+//! (`mailbox.rs`).
 
 /// Where the mark writer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,10 +54,6 @@ impl Text {
     }
 }
 
-/// How long a request waits in the mailbox before the writer drops it (the asking session
-/// gives up then too).
-pub const ASK_EXPIRES_MS: u64 = 30_000;
-
 /// The marks table the writer writes, kept here so that a restarted writer knows it too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TableState {
@@ -68,34 +65,6 @@ pub struct TableState {
     pub generation: u64,
     /// Whether the token file records that table at that generation.
     pub token_file_ok: bool,
-}
-
-/// What an administrator asks the writer to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Ask {
-    #[default]
-    Nothing,
-    /// Every id of `worker` (or of every worker) from now on is at or above tick `from`;
-    /// for all workers, this also accepts the current marks table when it is in doubt.
-    Restore { worker: Option<u32>, from: u64 },
-    /// Undo a forward clock jump `worker` followed (`snowflake_core::marks::rewind`), with the
-    /// asking session's clock (time units): the clock the ids will follow.
-    Rewind { worker: u32, clock: u64 },
-}
-
-/// What the writer answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Answer {
-    #[default]
-    Pending,
-    /// Done; the worker's (or the highest) mark is now this tick.
-    Restored {
-        mark: u64,
-    },
-    Rewound(snowflake_core::marks::Rewound),
-    RewindRefused(snowflake_core::marks::RewindRefusal),
-    /// Not done; the reason is in `Control::answer_text`.
-    Failed,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -117,12 +86,6 @@ pub struct Control {
     /// Attempts of the writer to connect to the marks database that did not succeed (a failed
     /// connection ends the process; the next one waits longer before it tries).
     pub connect_attempts: u32,
-    /// The mailbox: `asked` counts requests, `answered` the requests done. A request not
-    /// taken within `ASK_EXPIRES_MS` of `asked_at_ms` (boot clock) is dropped, not done late.
-    pub asked_at_ms: u64,
-    pub asked: u64,
-    pub answered: u64,
-    pub ask: Ask,
-    pub answer: Answer,
-    pub answer_text: Text,
+    /// An administrator's request and its answer (`mailbox.rs`).
+    pub mailbox: crate::mailbox::Mailbox,
 }

@@ -88,6 +88,7 @@ pub mod decode;
 pub mod errors;
 pub mod guard;
 pub mod lastval;
+pub mod mailbox;
 pub mod marks_table;
 pub mod nextval;
 pub mod owner_scan;

@@ -40,7 +40,7 @@ mod write;
 
 use crate::control::{State, TableState};
 use crate::shmem::{self, Shared};
-use crate::{errors, marks_table, settings};
+use crate::{errors, mailbox, marks_table, settings};
 use latch::Until;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::prelude::*;
@@ -120,6 +120,7 @@ impl Writer {
         let latch = unsafe { pg_sys::MyLatch } as usize;
         self.shared.writer_latch.store(latch, Release);
         session::set_up();
+        mailbox::writer_started(self.shared);
         let restarted = self.shared.control().loaded;
         if restarted {
             self.resume();

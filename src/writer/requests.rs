@@ -5,19 +5,20 @@
 use super::load::random_token;
 use super::{session, Writer};
 use crate::clock;
-use crate::control::{Answer, Ask, State, TableState, ASK_EXPIRES_MS};
+use crate::control::{State, TableState};
+use crate::mailbox::{self, Answer, Ask};
 use crate::marks_table::{self, Refusal};
 use snowflake_core::marks::{self, Row};
 use std::sync::atomic::Ordering::*;
 
 impl Writer {
-    /// Takes the administrator's request, if one is pending, and applies what must happen in
-    /// shared memory; `pass` then persists it.
-    pub(super) fn take_ask(&mut self) -> Option<Ask> {
-        let ask = self.pending_ask()?;
-        let mut control = self.shared.control();
-        match ask {
-            Ask::Nothing => {}
+    /// Takes the administrator's request, if one is posted, and applies what must happen in
+    /// shared memory; `pass` then writes it, and `answer` answers it.
+    pub(super) fn take_ask(&mut self) -> Option<(u64, Ask, Answer)> {
+        let (number, ask) = mailbox::take(self.shared)?;
+        let _control = self.shared.control();
+        let answer = match ask {
+            Ask::Nothing => Answer::Pending,
             Ask::Restore { worker, from } => {
                 let mut top = 0;
                 for (w, slot) in self.shared.slots().iter().enumerate() {
@@ -25,60 +26,44 @@ impl Writer {
                         top = top.max(marks::restore(slot, &self.p, from));
                     }
                 }
-                control.answer = Answer::Restored { mark: top };
+                Answer::Restored { mark: top }
             }
             Ask::Rewind { worker, clock } => {
-                control.answer = match marks::rewind(self.shared.slot(worker), &self.p, clock) {
+                match marks::rewind(self.shared.slot(worker), &self.p, clock) {
                     Ok(r) => Answer::Rewound(r),
                     Err(refusal) => Answer::RewindRefused(refusal),
-                };
+                }
             }
-        }
-        Some(ask)
+        };
+        Some((number, ask, answer))
     }
 
-    /// The request in the mailbox, if there is one the asking session still waits for; an
-    /// older one is dropped, answered as expired, so that nothing is done behind its back.
-    fn pending_ask(&mut self) -> Option<Ask> {
-        let mut control = self.shared.control();
-        if control.asked == control.answered {
-            return None;
-        }
-        if clock::boot_ms().saturating_sub(control.asked_at_ms) > ASK_EXPIRES_MS {
-            control.answer = Answer::Failed;
-            control
-                .answer_text
-                .set("the request expired before the mark writer could take it");
-            control.answered = control.asked;
-            drop(control);
-            self.shared.broadcast();
-            return None;
-        }
-        Some(control.ask)
-    }
-
-    /// Answers the pending request once `pass` has written what it changed.
-    pub(super) fn answer(&mut self, ask: Ask, written: Result<(), String>) {
-        let mut control = self.shared.control();
-        if let Err(e) = written {
-            if !matches!(control.answer, Answer::RewindRefused(_)) {
-                control.answer = Answer::Failed;
-                control.answer_text.set(&format!(
-                    "the change is in effect, but persisting it failed ({e}); the mark writer keeps \
+    /// Answers request `number` once `pass` has written what it changed: a restore with the
+    /// mark now durable.
+    pub(super) fn answer(
+        &mut self,
+        (number, ask, answer): (u64, Ask, Answer),
+        written: Result<(), String>,
+    ) {
+        let answer = match (ask, answer, written) {
+            (_, Answer::RewindRefused(r), _) => Answer::RewindRefused(r),
+            (_, _, Err(e)) => {
+                let text = format!(
+                    "the change is in effect, but writing it failed ({e}); the mark writer keeps \
                      trying, and until it succeeds no id beyond the current marks is issued"
-                ));
+                );
+                return mailbox::answer(self.shared, number, Answer::Failed, &text, "");
             }
-        }
-        if let (Ask::Restore { worker, .. }, Answer::Restored { .. }) = (ask, control.answer) {
-            let mark = match worker {
-                Some(w) => self.stored[w as usize].mark,
-                None => self.stored.iter().map(|p| p.mark).max().unwrap_or(0),
-            };
-            control.answer = Answer::Restored { mark };
-        }
-        control.answered = control.asked;
-        drop(control);
-        self.shared.broadcast();
+            (Ask::Restore { worker, .. }, Answer::Restored { .. }, Ok(())) => {
+                let mark = match worker {
+                    Some(w) => self.stored[w as usize].mark,
+                    None => self.stored.iter().map(|p| p.mark).max().unwrap_or(0),
+                };
+                Answer::Restored { mark }
+            }
+            (_, answer, Ok(())) => answer,
+        };
+        mailbox::answer(self.shared, number, answer, "", "");
     }
 
     /// While the marks are in doubt, only an administrator's restore of every worker helps:
@@ -87,15 +72,16 @@ impl Writer {
     /// objects stopped being trustworthy while the server ran) stay what they are in shared
     /// memory, which covers every id issued. Objects that cannot be trusted are never
     /// accepted: they must be dropped first.
-    fn accept_in_doubt(&mut self, from: u64) -> Result<u64, String> {
+    fn accept_in_doubt(&mut self, from: u64) -> Result<u64, Refusal> {
         let layout = *self.layout();
         let rows = session::transaction(move || match marks_table::read_meta() {
-            Err(Refusal::Untrusted(why)) => Err(why),
+            Err(Refusal::Untrusted(why)) => Err(Refusal::Untrusted(why)),
             Ok(Some(m)) if m.layout == layout.to_string() => {
                 Ok(marks_table::read_marks(&layout).unwrap_or_default())
             }
             _ => Ok(Vec::new()),
-        })??;
+        })
+        .map_err(Refusal::Failed)??;
         let loaded = self.shared.control().loaded;
         self.set_table(TableState {
             token: random_token(),
@@ -125,7 +111,7 @@ impl Writer {
                 (w as u32, marks::row(slot, mark))
             })
             .collect();
-        self.write(&all).map_err(|e| e.to_string())?;
+        self.write(&all)?;
         for &(w, p) in &all {
             marks::mark_written(self.shared.slot(w), p.mark);
             marks::reopen(self.shared.slot(w));
@@ -135,29 +121,28 @@ impl Writer {
 
     /// While the marks are in doubt, the only request served is a restore of every worker.
     pub(super) fn serve_in_doubt(&mut self) {
-        let Some(ask) = self.pending_ask() else {
+        let Some((number, ask)) = mailbox::take(self.shared) else {
             return;
         };
-        let answer = match ask {
+        let accepted = match ask {
             Ask::Restore { worker: None, from } => self.accept_in_doubt(from),
-            _ => Err("the marks are in doubt for every worker: restore them all with snowflake_restore_mark(<id>) first".into()),
+            _ => Err(Refusal::Failed(
+                "the marks are in doubt for every worker: restore them all with snowflake_restore_mark(<id>) first".into(),
+            )),
         };
-        let mut control = self.shared.control();
-        match answer {
+        match accepted {
             Ok(mark) => {
-                control.answer = Answer::Restored { mark };
-                control.state = State::Ready;
-                control.loaded = true;
-                control.why.set("");
-                control.hint.set("");
+                self.set_state(State::Ready, "", "");
+                mailbox::answer(self.shared, number, Answer::Restored { mark }, "", "");
             }
-            Err(e) => {
-                control.answer = Answer::Failed;
-                control.answer_text.set(&e);
-            }
+            Err(Refusal::Untrusted(why)) => mailbox::answer(
+                self.shared,
+                number,
+                Answer::Failed,
+                &why,
+                marks_table::UNTRUSTED_HINT,
+            ),
+            Err(Refusal::Failed(e)) => mailbox::answer(self.shared, number, Answer::Failed, &e, ""),
         }
-        control.answered = control.asked;
-        drop(control);
-        self.shared.broadcast();
     }
 }
