@@ -110,6 +110,7 @@ pub mod writer;
 /// writer. Nothing here raises an error when the library is loaded without preloading.
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    quiet_backtraces();
     // SAFETY: a plain read of a flag PostgreSQL sets while it loads shared_preload_libraries.
     let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
     if preloading {
@@ -120,6 +121,20 @@ pub extern "C-unwind" fn _PG_init() {
     if preloading {
         shmem::request();
         writer::register();
+    }
+}
+
+/// No Rust backtrace in any error a user sees. pgrx records a backtrace with every panic,
+/// including the one that carries a PostgreSQL error (a cancel, a statement timeout) through
+/// Rust frames, and prints it into the error's DETAIL whenever `std::backtrace` captures one:
+/// when `RUST_BACKTRACE` is set in the server's environment. `RUST_LIB_BACKTRACE=0` turns
+/// that capture off in this process and the ones it starts, and nothing else (a panic's own
+/// message follows `RUST_BACKTRACE`); an operator who sets `RUST_LIB_BACKTRACE` keeps it.
+fn quiet_backtraces() {
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // Called from _PG_init, in the postmaster before it starts any process, or in a
+        // backend: single-threaded processes, where changing the environment is sound.
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
     }
 }
 
