@@ -257,5 +257,13 @@ pub fn clock_event(worker: u32, event: ClockEvent, layout: &Layout) {
             ),
             "Nothing to do: the worker's ids kept the right time.",
         ),
+        ClockEvent::BootSteppedBack { by } => warn(
+            format!(
+                "snowflake: the boot clock (CLOCK_BOOTTIME) stepped back by {} ms (seen by worker {worker}); re-anchored",
+                ms(by)
+            ),
+            "A correct kernel never steps it back (a faked monotonic clock does): the worker counts on from \
+             where it was, so ids keep increasing and never wait longer than snowflake.max_ahead.",
+        ),
     }
 }

@@ -149,11 +149,11 @@ fn issue_slowly(shared: &Shared, worker: u32, n: u64) -> u64 {
         if unsafe { pg_sys::RecoveryInProgress() } {
             errors::in_recovery(worker);
         }
-        let (outcome, event) = {
+        let (outcome, events) = {
             let _control = shared.control();
             slot.try_issue_checked(p, clock::readings(&p.layout), n, max_ahead)
         };
-        if let Some(event) = event {
+        for event in events.into_iter().flatten() {
             errors::clock_event(worker, event, &p.layout);
         }
         if slot.dirty.load(std::sync::atomic::Ordering::Acquire) {

@@ -75,6 +75,8 @@ pub struct Slot {
     pub tk_reference_offset: AtomicI64,
     pub tk_held_since: AtomicU64,
     pub tk_held_offset: AtomicI64,
+    pub tk_last_boot: AtomicU64,
+    pub tk_boot_shift: AtomicU64,
     /// The first tick after the oldest forward jump followed and not yet rewound (0: none).
     pub jump_from: AtomicU64,
     /// One past the last tick issued before that jump.
@@ -107,6 +109,8 @@ impl Default for Slot {
             tk_reference_offset: AtomicI64::new(0),
             tk_held_since: AtomicU64::new(NOT_HELD),
             tk_held_offset: AtomicI64::new(0),
+            tk_last_boot: AtomicU64::new(0),
+            tk_boot_shift: AtomicU64::new(0),
             jump_from: AtomicU64::new(0),
             jump_base: AtomicU64::new(0),
             reserved_from: AtomicU64::new(0),
@@ -229,23 +233,25 @@ impl Slot {
     }
 
     /// The slow path, under the control lock: a full clock check with fresh readings, then
-    /// the same issue with every limit told apart. Returns what the check noticed too.
+    /// the same issue with every limit told apart. Returns what the check noticed too: a step
+    /// back of the boot clock, and what it saw of the wall clock.
     pub fn try_issue_checked(
         &self,
         p: &Params,
         r: Readings,
         n: u64,
         max_ahead: u64,
-    ) -> (Outcome, Option<ClockEvent>) {
+    ) -> (Outcome, [Option<ClockEvent>; 2]) {
         let word = self.word.load(Acquire);
         if word & CLOSED != 0 {
-            return (Outcome::Closed, None);
+            return (Outcome::Closed, [None, None]);
         }
         let verdict = self.check_clock(p, r, word, max_ahead);
+        let events = [verdict.boot_event, verdict.event];
         let first = (word + 1).max(verdict.clock << p.seq_bits);
         let end = first.saturating_add(n);
         if end > p.tick_limit {
-            return (Outcome::Exhausted, verdict.event);
+            return (Outcome::Exhausted, events);
         }
         let last_time = (end - 1) >> p.seq_bits;
         if last_time > verdict.bound {
@@ -253,31 +259,31 @@ impl Slot {
                 Outcome::Ahead {
                     by: last_time - verdict.bound,
                 },
-                verdict.event,
+                events,
             );
         }
         let mark = self.mark.load(Acquire);
         if end > mark {
-            return (Outcome::NeedMark { through: end - 1 }, verdict.event);
+            return (Outcome::NeedMark { through: end - 1 }, events);
         }
         if self
             .word
             .compare_exchange(word, end - 1, AcqRel, Relaxed)
             .is_err()
         {
-            return (Outcome::Contended, verdict.event);
+            return (Outcome::Contended, events);
         }
         // As in `try_issue`: issued only if the mark still covers the claimed ticks.
         let mark = self.mark.load(Acquire);
         if end > mark {
-            return (Outcome::NeedMark { through: end - 1 }, verdict.event);
+            return (Outcome::NeedMark { through: end - 1 }, events);
         }
         self.count(p, word, verdict.clock, end, n);
         let issued = Issued {
             first,
             low: mark - end < p.low_ticks && mark < p.tick_limit,
         };
-        (Outcome::Issued(issued), verdict.event)
+        (Outcome::Issued(issued), events)
     }
 
     /// Runs the timekeeper on fresh readings and publishes what the fast path needs.
@@ -356,6 +362,8 @@ impl Slot {
             reference_offset: self.tk_reference_offset.load(Relaxed),
             held_since: (held != NOT_HELD).then_some(held),
             held_offset: self.tk_held_offset.load(Relaxed),
+            last_boot: self.tk_last_boot.load(Relaxed),
+            boot_shift: self.tk_boot_shift.load(Relaxed),
         }
     }
 
@@ -366,6 +374,8 @@ impl Slot {
         self.tk_held_since
             .store(tk.held_since.unwrap_or(NOT_HELD), Relaxed);
         self.tk_held_offset.store(tk.held_offset, Relaxed);
+        self.tk_last_boot.store(tk.last_boot, Relaxed);
+        self.tk_boot_shift.store(tk.boot_shift, Relaxed);
     }
 
     /// The last tick issued (with the [`CLOSED`] bit cleared).

@@ -22,6 +22,12 @@
 //!   jump has lasted `confirm` of real time; then it is followed. A jump that goes away sooner
 //!   is ignored. Each is reported. At start-up there is no reference but the high-water mark,
 //!   so a clock that is wrong when the server starts is followed (the start-up log shows it).
+//! * **The boot clock stepping back**, which a correct kernel never does (it happens under a
+//!   faked monotonic clock): the reference would drop with it and ids ahead of the clock would
+//!   wait as long as the step. So the boot clock is *re-anchored*: a reading more than
+//!   `tolerance` behind the newest one seen is shifted forward by the difference, from then on,
+//!   and the step reported once. The boot clock then never runs backwards, and a wait is never
+//!   longer than `max_ahead`.
 
 use crate::layout::Layout;
 
@@ -89,6 +95,10 @@ pub enum ClockEvent {
         by: u64,
         after: u64,
     },
+    /// The boot clock read this much behind its newest reading (and was re-anchored).
+    BootSteppedBack {
+        by: u64,
+    },
 }
 
 /// The outcome of a check.
@@ -103,6 +113,8 @@ pub struct Verdict {
     /// that the clock's return is seen at once.
     pub held: bool,
     pub event: Option<ClockEvent>,
+    /// `BootSteppedBack`, when the boot clock was re-anchored in this check.
+    pub boot_event: Option<ClockEvent>,
 }
 
 /// The clock state of one worker.
@@ -118,12 +130,26 @@ pub struct Timekeeper {
     pub held_since: Option<u64>,
     /// The offset the held jump put the wall clock at.
     pub held_offset: i64,
+    /// The newest boot clock reading, re-anchored.
+    pub last_boot: u64,
+    /// What is added to boot clock readings since it stepped back.
+    pub boot_shift: u64,
 }
 
 impl Timekeeper {
     /// Checks a fresh reading. `last_time` is the time field of the worker's last tick (after a
     /// restart, of its high-water mark).
     pub fn check(&mut self, r: Readings, last_time: u64, max_ahead: u64, rules: &Rules) -> Verdict {
+        let mut boot_event = None;
+        let mut boot = r.boot.saturating_add(self.boot_shift);
+        if boot + rules.tolerance < self.last_boot {
+            let by = self.last_boot - boot;
+            self.boot_shift += by;
+            boot = self.last_boot;
+            boot_event = Some(ClockEvent::BootSteppedBack { by });
+        }
+        self.last_boot = self.last_boot.max(boot);
+        let r = Readings { wall: r.wall, boot };
         let offset = r.wall as i64 - r.boot as i64;
         let mut event = None;
         if !self.started {
@@ -192,6 +218,7 @@ impl Timekeeper {
             bound: reference.saturating_add(max_ahead),
             held: self.held_since.is_some(),
             event,
+            boot_event,
         }
     }
 }
@@ -381,5 +408,32 @@ mod tests {
         assert_eq!(v.bound, mark_time + AHEAD);
         c.pass(5000);
         assert_eq!(c.check(mark_time).bound, mark_time + 5000 + AHEAD);
+    }
+
+    #[test]
+    fn a_boot_clock_stepping_back_is_re_anchored_and_reported_once() {
+        let mut c = Clocks::new();
+        c.check(T0);
+        c.pass(1000);
+        // Ids run 1.5 s ahead of the clock (a burst), then both clocks step back a minute, as
+        // under a faked monotonic clock.
+        let last = c.wall() + 1500;
+        assert_eq!(c.check(last).boot_event, None);
+        c.boot -= 60_000;
+        let v = c.check(last);
+        assert_eq!(
+            v.boot_event,
+            Some(ClockEvent::BootSteppedBack { by: 60_000 })
+        );
+        assert_eq!(v.event, Some(ClockEvent::SteppedBack { by: 60_000 }));
+        // The bound did not fall with the boot clock: the ids need not wait for it.
+        assert!(v.bound >= last, "bound {} below the ids {last}", v.bound);
+        c.pass(10);
+        let v = c.check(last);
+        assert_eq!((v.boot_event, v.event), (None, None), "reported once");
+        assert!(v.bound >= last + 10);
+        // A backend read the boot clock a little late: not a step.
+        c.boot -= 3;
+        assert_eq!(c.check(last).boot_event, None);
     }
 }
