@@ -27,6 +27,7 @@ import os
 import random
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -512,11 +513,18 @@ def svg_chart(path, panels, xlabel="clients", ylabel="transactions per second (m
     Path(path).write_text("\n".join(parts) + "\n")
 
 
+def free_port():
+    """A port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--short", action="store_true", help="a few seconds per measurement, results in a temporary directory")
     ap.add_argument("--out", help="where to write results.md and the chart (default: docs/, or a temporary directory with --short)")
-    ap.add_argument("--port", type=int, default=5497)
+    ap.add_argument("--port", type=int, help="the first of three ports for its servers (default: free ports)")
     ap.add_argument("--m1-only", action="store_true", help="only M1, printed, no files written (to compare builds)")
     ap.add_argument("--cg-only", action="store_true", help="only the instruction counts, printed, no files written")
     ap.add_argument("--repeats", type=int, help="rounds per measurement (default 5, 2 with --short)")
@@ -539,8 +547,11 @@ def main():
     work.mkdir(exist_ok=True)
     shutil.chown(work, "postgres", "postgres")
 
+    # Ports nobody holds (a demo server left running by scripts/quickstart.sh, say), unless given.
+    ports = [args.port + i for i in range(3)] if args.port else [free_port() for _ in range(3)]
+
     if args.cg_only:
-        cg, breakdown = callgrind(work, args.port + 1, cg_calls)
+        cg, breakdown = callgrind(work, ports[1], cg_calls)
         print("\n".join(f"{label}: {v or 0:,.0f} instructions per call" for label, v in cg.items()))
         print(breakdown)
         return
@@ -551,7 +562,7 @@ def main():
                 "fsync=on", "synchronous_commit=on"]
     if pgedge:
         settings += ["snowflake.node=2"]
-    server = Server(work / "data", args.port, settings)
+    server = Server(work / "data", ports[0], settings)
     server.start()
     started = time.time()
     try:
@@ -591,9 +602,9 @@ def main():
     finally:
         server.destroy()
     print(f"== M5: inserts at scale, to {fmt(m5_total)} rows", flush=True)
-    m5_res = m5(work, args.port + 2, m5_total, m5_segments, m5_clients, m5_batch)
+    m5_res = m5(work, ports[2], m5_total, m5_segments, m5_clients, m5_batch)
     print("== C: instructions per call (callgrind)", flush=True)
-    cg, breakdown = callgrind(work, args.port + 1, cg_calls)
+    cg, breakdown = callgrind(work, ports[1], cg_calls)
     elapsed = time.time() - started
 
     # ---- report

@@ -16,19 +16,32 @@ while [ $# -gt 0 ]; do
   esac
 done
 export PG_MAJOR=$MAJOR
-PG_CONFIG=$(scripts/pg-major pg-config "$MAJOR")
-PORT=${SNOWFLAKE_DEMO_PORT:-$((5484 + MAJOR))}
 DIR=${SNOWFLAKE_DEMO_DIR:-/var/lib/postgresql/snowflake_ext-demo-$MAJOR}
+
+# A port nobody holds (as the tests pick theirs), unless SNOWFLAKE_DEMO_PORT names one; a demo
+# server made before keeps its port while it is free.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+port_is_free() {
+  python3 -c 'import socket, sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null
+}
 
 scripts/install-deps.sh
 
 echo "==> building and installing snowflake_ext (release, PostgreSQL $MAJOR)"
-cargo pgrx install --release --no-default-features --features "pg$MAJOR" --pg-config "$PG_CONFIG" >/dev/null
+scripts/pg-major install-extension "$MAJOR"
 
 if [ -f "$DIR/PG_VERSION" ]; then
   # A server loads a new build only when it restarts.
   if [ -f "$DIR/postmaster.pid" ]; then scripts/pg-cluster stop "$DIR"; fi
+  PORT=$(sed -n "s/^port = '\{0,1\}\([0-9]*\)'\{0,1\}$/\1/p" "$DIR/postgresql.conf" | tail -1)
+  if [ -n "${SNOWFLAKE_DEMO_PORT:-}" ] && [ "$SNOWFLAKE_DEMO_PORT" != "$PORT" ] || ! port_is_free "$PORT"; then
+    PORT=${SNOWFLAKE_DEMO_PORT:-$(free_port)}
+    echo "port = $PORT" >>"$DIR/postgresql.conf"
+  fi
 else
+  PORT=${SNOWFLAKE_DEMO_PORT:-$(free_port)}
   echo "==> creating a PostgreSQL $MAJOR cluster in $DIR (port $PORT, worker id 1)"
   scripts/pg-cluster init "$DIR" "$PORT" snowflake.worker_id=1
 fi
