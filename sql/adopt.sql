@@ -1,4 +1,5 @@
--- snowflake_adopt: moves an existing bigserial or identity key column onto snowflake ids.
+-- snowflake_adopt: moves an existing bigserial or identity key column (bigint, or the snowflake
+-- type) onto snowflake ids.
 --
 -- Existing rows keep their values; new rows get snowflake_nextval() (or snowflake_nextval(worker)).
 -- That is safe because every snowflake id made from now on is at least snowflake_min_id(now()),
@@ -82,8 +83,9 @@ BEGIN
       FROM pg_catalog.pg_attribute a
      WHERE a.attrelid OPERATOR(pg_catalog.=) rel.oid AND a.attname OPERATOR(pg_catalog.=) col
        AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
-    IF att.atttypid OPERATOR(pg_catalog.<>) 'pg_catalog.int8'::pg_catalog.regtype::pg_catalog.oid THEN
-        RAISE EXCEPTION 'column % of table % is %, not bigint', pg_catalog.quote_ident(col), rel.name,
+    IF att.atttypid OPERATOR(pg_catalog.<>) ALL (ARRAY['pg_catalog.int8'::pg_catalog.regtype::pg_catalog.oid,
+                                                        '@extschema@.snowflake'::pg_catalog.regtype::pg_catalog.oid]) THEN
+        RAISE EXCEPTION 'column % of table % is %, not bigint or snowflake', pg_catalog.quote_ident(col), rel.name,
                         pg_catalog.format_type(att.atttypid, att.atttypmod)
             USING ERRCODE = 'datatype_mismatch',
                   DETAIL = 'Snowflake ids are 64-bit and need a bigint column.',
@@ -149,4 +151,4 @@ END
 $adopt$;
 
 COMMENT ON FUNCTION snowflake_adopt(regclass, name, integer) IS
-    'Switches a bigint bigserial or identity key column to DEFAULT snowflake_nextval(), keeping existing rows; only for the table''s owner; refuses columns that are not bigint keys or hold values new ids could repeat; safe to run twice with the same worker.';
+    'Switches a bigint (or snowflake) bigserial or identity key column to DEFAULT snowflake_nextval(), keeping existing rows; only for the table''s owner; refuses columns that are not such keys or hold values new ids could repeat; safe to run twice with the same worker.';

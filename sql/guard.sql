@@ -5,8 +5,9 @@
 
 -- Guards one table: a row that arrives by replication carrying this server's own worker id
 -- raises an error (on_local_worker => 'error', the default) or a WARNING, counted in
--- snowflake_stats.foreign_rows ('warning'). col: the id column (by default the column whose
--- default calls snowflake_nextval, or the bigint primary key). Running it again replaces the
+-- snowflake_stats.foreign_rows ('warning'). col: the id column (by default the one
+-- snowflake_id_columns finds; an error if it finds none, several, or one whose type cannot
+-- hold ids). Running it again replaces the
 -- guard. The trigger fires only in the replication apply (ENABLE REPLICA).
 CREATE FUNCTION snowflake_guard(tbl regclass, col name DEFAULT NULL, on_local_worker text DEFAULT 'error')
 RETURNS text
@@ -18,6 +19,7 @@ AS $guard$
 DECLARE
     rel text;
     target name;
+    found record;
 BEGIN
     IF tbl IS NULL OR on_local_worker IS NULL THEN
         RAISE EXCEPTION 'snowflake_guard needs a table'
@@ -46,28 +48,35 @@ BEGIN
            AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
            AND a.atttypid OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.int8'::pg_catalog.regtype::pg_catalog.oid,
                                                           '@extschema@.snowflake'::pg_catalog.regtype::pg_catalog.oid]);
+        IF target IS NULL THEN
+            RAISE EXCEPTION 'table % has no column % of type bigint or snowflake', rel, pg_catalog.quote_ident(col)
+                USING ERRCODE = 'undefined_column',
+                      HINT = 'Name the column that holds the ids: snowflake_guard(''events'', ''id'').';
+        END IF;
     ELSE
-        SELECT a.attname INTO target
-          FROM pg_catalog.pg_attribute a
-          LEFT JOIN pg_catalog.pg_attrdef d
-            ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid AND d.adnum OPERATOR(pg_catalog.=) a.attnum
-         WHERE a.attrelid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid AND a.attnum OPERATOR(pg_catalog.>) 0
-           AND NOT a.attisdropped
-           AND a.atttypid OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.int8'::pg_catalog.regtype::pg_catalog.oid,
-                                                          '@extschema@.snowflake'::pg_catalog.regtype::pg_catalog.oid])
-         ORDER BY pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.~) 'snowflake_nextval\(' DESC NULLS LAST,
-                  EXISTS (SELECT FROM pg_catalog.pg_index i
-                          WHERE i.indrelid OPERATOR(pg_catalog.=) a.attrelid AND i.indisprimary
-                            AND i.indnkeyatts OPERATOR(pg_catalog.=) 1
-                            AND i.indkey[0] OPERATOR(pg_catalog.=) a.attnum) DESC,
-                  a.attnum
+        -- The id columns, as snowflake_restore_mark(tables) finds them; never a guess.
+        SELECT c.col, c.type, c.readable INTO found
+          FROM @extschema@.snowflake_id_columns(tbl) c
+         ORDER BY c.readable, c.col
          LIMIT 1;
-    END IF;
-    IF target IS NULL THEN
-        RAISE EXCEPTION 'table % has no snowflake id column%', rel,
-                        CASE WHEN col IS NULL THEN '' ELSE pg_catalog.format(' named %I of type bigint or snowflake', col) END
-            USING ERRCODE = 'undefined_column',
-                  HINT = 'Name the column that holds the ids: snowflake_guard(''events'', ''id'').';
+        IF found.col IS NULL THEN
+            RAISE EXCEPTION 'table % has no snowflake id column', rel
+                USING ERRCODE = 'undefined_column',
+                      DETAIL = 'A snowflake id column is one whose default calls snowflake_nextval, or else a bigint or snowflake primary key without a default.',
+                      HINT = 'Name the column that holds the ids: snowflake_guard(''events'', ''id'').';
+        END IF;
+        IF NOT found.readable THEN
+            RAISE EXCEPTION 'column % of table % makes snowflake ids, but its type % cannot be read as ids', pg_catalog.quote_ident(found.col), rel, found.type
+                USING ERRCODE = 'datatype_mismatch',
+                      HINT = 'Change the column to bigint (or snowflake), or name another column: snowflake_guard(''events'', ''id'').';
+        END IF;
+        IF (SELECT pg_catalog.count(*) FROM @extschema@.snowflake_id_columns(tbl)) OPERATOR(pg_catalog.>) 1 THEN
+            RAISE EXCEPTION 'table % has several snowflake id columns: %', rel,
+                            (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(c.col), ', ') FROM @extschema@.snowflake_id_columns(tbl) c)
+                USING ERRCODE = 'ambiguous_column',
+                      HINT = 'Name the one to guard: snowflake_guard(''events'', ''id'').';
+        END IF;
+        target := found.col;
     END IF;
     EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS snowflake_guard ON %s', rel);
     EXECUTE pg_catalog.format(

@@ -190,40 +190,40 @@ fn failed(reply: Reply) -> ! {
     )
 }
 
-/// The largest id in one table: in its columns whose default calls snowflake_nextval, or in
-/// its bigint primary key, each read with the owner's rights (`owner_scan.rs`).
+/// The largest id in one table: in its id columns (`id_columns.rs`), each read with the
+/// owner's rights (`owner_scan.rs`). A column that makes ids but cannot be read as ids is an
+/// error: the largest id is never guessed.
 fn largest_id(table: pg_sys::Oid) -> i64 {
-    let columns: Vec<String> = Spi::connect(|client| {
-        client
-            .select(
-                "SELECT a.attname::pg_catalog.text FROM pg_catalog.pg_attribute a
-                 LEFT JOIN pg_catalog.pg_attrdef d
-                   ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid AND d.adnum OPERATOR(pg_catalog.=) a.attnum
-                 WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0
-                   AND NOT a.attisdropped
-                   AND a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype::pg_catalog.oid
-                   AND (pg_catalog.pg_get_expr(d.adbin, d.adrelid) OPERATOR(pg_catalog.~~) '%snowflake_nextval(%'
-                        OR EXISTS (SELECT FROM pg_catalog.pg_index i
-                                   WHERE i.indrelid OPERATOR(pg_catalog.=) a.attrelid AND i.indisprimary
-                                     AND i.indnkeyatts OPERATOR(pg_catalog.=) 1
-                                     AND i.indkey[0] OPERATOR(pg_catalog.=) a.attnum))",
-                None,
-                &[table.into()],
-            )
-            .map(|rows| rows.filter_map(|r| r.get::<String>(1).ok().flatten()).collect())
-            .unwrap_or_default()
-    });
+    let columns = crate::id_columns::of(table);
+    let name = || crate::owner_scan::name_of(table);
     if columns.is_empty() {
         errors::raise(
             ERRCODE_UNDEFINED_COLUMN,
-            format!("relation with OID {} has no snowflake id column", table.to_u32()),
-            Some("A snowflake id column is a bigint column whose default calls snowflake_nextval, or a bigint primary key.".into()),
+            format!("table {} has no snowflake id column", name()),
+            Some(
+                "A snowflake id column is one whose default calls snowflake_nextval, or else a bigint or \
+                 snowflake primary key without a default (snowflake_id_columns(table) lists them)."
+                    .into(),
+            ),
             "Pass the tables whose keys are snowflake ids, or pass the largest id itself: snowflake_restore_mark(<id>).",
+        );
+    }
+    if let Some(c) = columns.iter().find(|c| !c.readable) {
+        errors::raise(
+            ERRCODE_DATATYPE_MISMATCH,
+            format!(
+                "column {} of table {} makes snowflake ids (its default calls snowflake_nextval), but its type {} cannot be read as ids",
+                pgrx::spi::quote_identifier(&c.name),
+                name(),
+                c.type_name
+            ),
+            Some("Only bigint and snowflake columns hold ids whose largest can be found.".into()),
+            "Pass the largest id itself: snowflake_restore_mark(<id>), or change the column to bigint.",
         );
     }
     columns
         .iter()
-        .filter_map(|column| crate::owner_scan::largest(table, column))
+        .filter_map(|column| crate::owner_scan::largest(table, &column.name))
         .max()
         .unwrap_or(0)
 }

@@ -87,6 +87,7 @@ pub mod control;
 pub mod decode;
 pub mod errors;
 pub mod guard;
+pub mod id_columns;
 pub mod lastval;
 pub mod mailbox;
 pub mod marks_table;

@@ -91,13 +91,29 @@ pub fn largest(table_oid: pg_sys::Oid, column: &str) -> Option<i64> {
         set_local("row_security", "off");
         nest
     };
-    let largest = Spi::get_one::<i64>(&query).ok().flatten();
+    let largest = Spi::get_one::<i64>(&query);
     // SAFETY: restores what was saved above.
     unsafe {
         pg_sys::AtEOXact_GUC(true, nest);
         pg_sys::SetUserIdAndSecContext(saved_user, saved_context);
     }
-    largest
+    largest.unwrap_or_else(|e| {
+        errors::raise(
+            PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+            format!(
+                "the largest value of column {} of table {} cannot be read as a bigint: {e}",
+                pgrx::spi::quote_identifier(column),
+                table.qualified
+            ),
+            None,
+            "Only bigint and snowflake columns hold ids whose largest can be found.",
+        )
+    })
+}
+
+/// The relation's name, schema-qualified and quoted, for messages.
+pub fn name_of(oid: pg_sys::Oid) -> String {
+    table(oid).qualified
 }
 
 /// SAFETY: only inside a GUC nest level opened by the caller, which undoes it.

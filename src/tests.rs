@@ -139,7 +139,7 @@ mod tests {
             "snowflake_adopt/3:vufalse snowflake_column_max/2:vutrue snowflake_compose/3:istrue \
              snowflake_compose/4:istrue snowflake_decode/1:istrue snowflake_decode/2:istrue \
              snowflake_from_text/2:istrue snowflake_guard/3:vufalse snowflake_guard_row/0:vufalse \
-             snowflake_guard_subscription/2:vufalse snowflake_in/1:istrue \
+             snowflake_guard_subscription/2:vufalse snowflake_id_columns/1:sstrue snowflake_in/1:istrue \
              snowflake_lastval/0:vrtrue snowflake_lower_bound/1:istrue snowflake_max_id/1:istrue \
              snowflake_min_id/1:istrue snowflake_nextval/0:vstrue snowflake_nextval/1:vsfalse \
              snowflake_nextval_batch/1:vsfalse snowflake_nextval_batch/2:vsfalse \
