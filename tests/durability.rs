@@ -132,21 +132,14 @@ fn a_backend_killed_mid_stream_never_repeats_ids() {
             .unwrap();
         assert!(status.success());
         stream.join().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !cluster
-            .log()
-            .contains("database system is ready to accept connections")
-            || !cluster
+        wait_until("a crash restart", PATIENCE, || {
+            cluster
                 .log()
-                .contains("all server processes terminated; reinitializing")
-        {
-            assert!(
-                Instant::now() < deadline,
-                "no crash restart:\n{}",
-                cluster.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+                .split_once("all server processes terminated; reinitializing")
+                .is_some_and(|(_, after)| {
+                    after.contains("database system is ready to accept connections")
+                })
+        });
         assert_eq!(
             cluster.postmaster_pid(),
             postmaster,

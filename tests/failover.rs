@@ -53,15 +53,7 @@ fn run_ahead(primary: &Cluster) -> i64 {
 }
 
 fn wait_until_primary(cluster: &Cluster) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while cluster.in_recovery() {
-        assert!(
-            Instant::now() < deadline,
-            "still in recovery:\n{}",
-            cluster.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until("the end of recovery", PATIENCE, || !cluster.in_recovery());
 }
 
 /// After the primary is gone, the promoted standby (its clock `behind_s` behind) mints above
@@ -264,11 +256,9 @@ fn a_base_backup_restored_with_archived_wal_an_hour_back_mints_above_what_it_rep
         .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
         .unwrap()
         .get(0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !archive.join(&segment).exists() {
-        assert!(Instant::now() < deadline, "{segment} was never archived");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(&format!("{segment} to be archived"), PATIENCE, || {
+        archive.join(&segment).exists()
+    });
     primary.stop();
 
     let restored_dir = test_dir("pitr-restored");

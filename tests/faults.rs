@@ -183,12 +183,10 @@ fn the_marks_table_dropped_while_running_is_rewritten_from_memory() {
         .unwrap();
     // Ids keep coming; at its next write the writer writes the marks again from shared memory.
     let mut largest = largest;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !cluster.log().contains("rewriting it from memory") {
-        assert!(Instant::now() < deadline, "{}", cluster.log());
+    wait_until("the writer to rewrite the marks table", PATIENCE, || {
         largest = assert_mints_above(&cluster, largest);
-        std::thread::sleep(Duration::from_millis(300));
-    }
+        cluster.log().contains("rewriting it from memory")
+    });
     restart_an_hour_back(&cluster, |_| {});
     assert_mints_above(&cluster, largest);
 }
@@ -208,21 +206,13 @@ fn an_unreadable_state_directory_refuses_then_resumes_above_the_marks_once_reada
     assert_refused(&cluster, "cannot be read");
     // Fixed while the server runs: ids resume above the marks, not from the clock.
     chmod("700");
-    let deadline = Instant::now() + Duration::from_secs(10);
     let mut c = cluster.connect();
-    while c
-        .query_one("SELECT state FROM snowflake_status()", &[])
-        .unwrap()
-        .get::<_, String>(0)
-        != "ready"
-    {
-        assert!(
-            Instant::now() < deadline,
-            "never ready again:\n{}",
-            cluster.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until("the mark writer to be ready again", PATIENCE, || {
+        c.query_one("SELECT state FROM snowflake_status()", &[])
+            .unwrap()
+            .get::<_, String>(0)
+            == "ready"
+    });
     assert_mints_above(&cluster, largest);
 }
 
@@ -243,25 +233,14 @@ fn a_sigterm_to_the_mark_writer_restarts_it_and_ids_go_on() {
         .unwrap();
     assert!(status.success());
     let largest = assert_mints_above(&cluster, largest);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let again: Option<i32> = c
-            .query_opt(
-                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
-                &[],
-            )
-            .unwrap()
-            .map(|r| r.get(0));
-        if again.is_some_and(|pid| pid != writer) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the writer was not restarted:\n{}",
-            cluster.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until("a new mark writer", PATIENCE, || {
+        c.query_opt(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
+            &[],
+        )
+        .unwrap()
+        .is_some_and(|r| r.get::<_, i32>(0) != writer)
+    });
     let log = cluster.log();
     assert!(log.contains("mark writer stopping on SIGTERM"), "{log}");
     assert!(log.contains("mark writer restarted"), "{log}");
@@ -335,11 +314,7 @@ fn a_lock_on_the_marks_table_refuses_ids_with_a_reason_until_it_is_released() {
     refused_writes(&cluster, largest, "lock timeout");
     locker.batch_execute("COMMIT").unwrap();
     assert_mints_above(&cluster, largest);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !cluster.log().contains("persisted again") {
-        assert!(Instant::now() < deadline, "{}", cluster.log());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster.wait_for_log("persisted again");
 }
 
 #[test]

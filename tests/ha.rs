@@ -163,30 +163,19 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
     assert!(before > 100, "only {before} inserts before the failover");
     pair.kill(first);
     let other = 1 - first;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while pair.primary() != Some(other) {
-        assert!(
-            Instant::now() < deadline,
-            "Patroni did not promote the replica"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until("Patroni to promote the replica", PATIENCE, || {
+        pair.primary() == Some(other)
+    });
     // The load carries on on the new primary.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while acked
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(node, _)| *node == other)
-        .count()
-        < 200
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the load did not continue on the new primary"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until("200 inserts on the new primary", PATIENCE, || {
+        acked
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(node, _)| *node == other)
+            .count()
+            >= 200
+    });
     stop.store(true, Ordering::Relaxed);
     for client in clients {
         client.join().unwrap();

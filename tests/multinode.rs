@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const ROWS_PER_SESSION: i32 = 3000;
 const SESSIONS_PER_NODE: i32 = 2;
@@ -87,23 +87,7 @@ fn insert_everywhere(nodes: &[&Cluster], origins: &[i32]) {
 }
 
 fn wait_for_rows(cluster: &Cluster, rows: i64, what: &str) {
-    let mut c = cluster.connect();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let n: i64 = c
-            .query_one("SELECT count(*) FROM events", &[])
-            .unwrap()
-            .get(0);
-        if n == rows {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: {n} rows of {rows} after 2 minutes:\n{}",
-            cluster.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_rows_where(cluster, "true", rows, what);
 }
 
 /// count, distinct ids, a digest of all ids in order, and rows whose worker is not their origin.
@@ -185,16 +169,12 @@ fn pglogical_mesh(name: &str, workers: &[i32]) -> Vec<Cluster> {
     }
     for n in &nodes {
         let mut c = n.connect();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while c
-            .query_one("SELECT count(*) FROM pglogical.show_subscription_status() WHERE status = 'replicating'", &[])
-            .unwrap()
-            .get::<_, i64>(0)
-            < nodes.len() as i64 - 1
-        {
-            assert!(Instant::now() < deadline, "subscriptions not replicating:\n{}", n.log());
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_until("every subscription to replicate", PATIENCE, || {
+            c.query_one("SELECT count(*) FROM pglogical.show_subscription_status() WHERE status = 'replicating'", &[])
+                .unwrap()
+                .get::<_, i64>(0)
+                >= nodes.len() as i64 - 1
+        });
     }
     nodes
 }
@@ -302,15 +282,11 @@ fn two_servers_with_the_same_worker_id_collide_loudly_at_the_subscriber() {
             || (log.contains("conflict=insert_exists")
                 && log.contains("Key already exists in unique index \"events_pkey\""))
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !refused(&sink.log()) {
-        assert!(
-            Instant::now() < deadline,
-            "no primary-key violation at the subscriber:\n{}",
-            sink.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until(
+        "a primary-key violation at the subscriber",
+        PATIENCE,
+        || refused(&sink.log()),
+    );
     let total = (2 * SESSIONS_PER_NODE * ROWS_PER_SESSION) as i64;
     let n: i64 = c
         .query_one("SELECT count(*) FROM events", &[])
@@ -320,19 +296,6 @@ fn two_servers_with_the_same_worker_id_collide_loudly_at_the_subscriber() {
         n < total,
         "all {total} rows arrived although {shared} ids collide"
     );
-}
-
-/// Waits until the server log contains `text`.
-fn wait_for_log(cluster: &Cluster, text: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cluster.log().contains(text) {
-        assert!(
-            Instant::now() < deadline,
-            "no {text:?} in the log:\n{}",
-            cluster.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn count(cluster: &Cluster, sql: &str) -> i64 {
@@ -376,9 +339,8 @@ fn the_guard_stops_rows_of_the_subscribers_own_worker_id_from_native_replication
     let per_source = (SESSIONS_PER_NODE * ROWS_PER_SESSION) as i64;
 
     // b's rows arrive; a's first row stops a's apply with an error naming table, id and worker.
-    wait_for_rows_where(&sink, "origin = 2", per_source);
-    wait_for_log(
-        &sink,
+    wait_for_rows_where(&sink, "origin = 2", per_source, "sink");
+    sink.wait_for_log(
         "ERROR:  row arriving by replication into public.events carries snowflake id",
     );
     let id = guarded_id(&sink);
@@ -427,7 +389,7 @@ fn the_guard_stops_rows_of_the_subscribers_own_worker_id_from_native_replication
     // The warning mode lets such rows through, each logged and counted.
     c.batch_execute("SELECT snowflake_guard('events', on_local_worker => 'warning')")
         .unwrap();
-    wait_for_rows_where(&sink, "origin = 1", per_source);
+    wait_for_rows_where(&sink, "origin = 1", per_source, "sink");
     let foreign = count(
         &sink,
         "SELECT foreign_rows FROM snowflake_stats WHERE worker = 20",
@@ -445,7 +407,7 @@ fn the_guard_stops_rows_of_the_subscribers_own_worker_id_from_native_replication
             "INSERT INTO events (origin, session, n) SELECT 1, 9, g FROM generate_series(1, 100) g",
         )
         .unwrap();
-    wait_for_rows_where(&sink, "origin = 1", per_source + 100);
+    wait_for_rows_where(&sink, "origin = 1", per_source + 100, "sink");
     assert_eq!(
         count(
             &sink,
@@ -472,10 +434,7 @@ fn the_guard_stops_rows_of_a_pglogical_peer_sharing_the_worker_id() {
             "INSERT INTO events (origin, session, n) SELECT 1, 0, g FROM generate_series(1, 50) g",
         )
         .unwrap();
-    wait_for_log(
-        &nodes[1],
-        "row arriving by replication into public.events carries snowflake id",
-    );
+    nodes[1].wait_for_log("row arriving by replication into public.events carries snowflake id");
     let id = guarded_id(&nodes[1]);
     assert_eq!(
         count(
@@ -488,19 +447,13 @@ fn the_guard_stops_rows_of_a_pglogical_peer_sharing_the_worker_id() {
     assert_eq!(count(&nodes[1], "SELECT count(*) FROM events"), 0);
 }
 
-fn wait_for_rows_where(cluster: &Cluster, condition: &str, rows: i64) {
+/// Waits until `cluster` holds exactly `rows` events where `condition` holds.
+fn wait_for_rows_where(cluster: &Cluster, condition: &str, rows: i64, what: &str) {
     let sql = format!("SELECT count(*) FROM events WHERE {condition}");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let n = count(cluster, &sql);
-        if n == rows {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{n} rows of {rows} where {condition}:\n{}",
-            cluster.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut c = cluster.connect();
+    wait_until(
+        &format!("{what}: {rows} rows where {condition}"),
+        PATIENCE,
+        || c.query_one(&sql, &[]).unwrap().get::<_, i64>(0) == rows,
+    );
 }

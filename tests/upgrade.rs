@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The extension directory of a major, from its pg_config.
 fn extension_dir(bin: &Path) -> PathBuf {
@@ -356,20 +356,15 @@ fn upgrade_15_to_18(mode: &str) {
     let mut c = new.connect();
     let version: String = c.query_one("SHOW server_version_num", &[]).unwrap().get(0);
     assert!(version.starts_with("18"), "{version}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let lowest: i64 = loop {
-        match c.query_one(
+    let lowest: i64 = wait_for("ids from the upgraded cluster", PATIENCE, || {
+        c.query_one(
             "SELECT min(x) FROM (SELECT snowflake_nextval() x FROM generate_series(1, 1000)) s",
             &[],
-        ) {
-            Ok(row) => break row.get(0),
-            Err(e) if Instant::now() < deadline => {
-                eprintln!("waiting: {e}");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => panic!("{e}\n{}", new.log()),
-        }
-    };
+        )
+        .map_err(|e| eprintln!("waiting: {e}"))
+        .ok()
+        .map(|row| row.get(0))
+    });
     assert!(
         lowest > largest,
         "after pg_upgrade {mode} 15 to 18: {lowest} is not above {largest}"

@@ -196,24 +196,12 @@ impl Cluster {
             .unwrap()
             .get(0);
         let mut c = self.connect();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let done: bool = c
-                .query_one(
-                    &format!("SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn"),
-                    &[],
-                )
-                .unwrap()
-                .get(0);
-            if done {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "standby did not catch up with {target}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let sql = format!("SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn");
+        wait_until(
+            &format!("the standby to replay the primary's WAL up to {target}"),
+            PATIENCE,
+            || c.query_one(&sql, &[]).unwrap().get(0),
+        );
     }
 
     /// Makes the server's clock come from `faketime` from its next start on; the offset is
@@ -269,17 +257,15 @@ impl Cluster {
     }
 
     pub fn connect_to(&self, db: &str) -> Client {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match Client::connect(&self.conninfo(db), NoTls) {
-                Ok(c) => return c,
-                Err(e) if Instant::now() < deadline => {
-                    let _ = e;
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Err(e) => panic!("cannot connect to port {}: {e}", self.port),
-            }
-        }
+        wait_for(
+            &format!("a connection to database {db} on port {}", self.port),
+            PATIENCE,
+            || {
+                Client::connect(&self.conninfo(db), NoTls)
+                    .map_err(|e| eprintln!("connecting to port {}: {e}", self.port))
+                    .ok()
+            },
+        )
     }
 
     pub fn connect(&self) -> Client {
@@ -289,24 +275,42 @@ impl Cluster {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
+
+    /// Waits until the server log contains `text`.
+    pub fn wait_for_log(&self, text: &str) {
+        wait_until(&format!("{text:?} in the server log"), PATIENCE, || {
+            self.log().contains(text)
+        });
+    }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "--- server log of {} ---\n{}",
-                self.dir.display(),
-                self.log()
-            );
+/// How long a test waits for something it expects before it gives up: long enough for any
+/// machine, however busy. Waits end as soon as what they wait for is seen, so this costs
+/// nothing when all is well.
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// How often `wait_for` looks again.
+const POLL: Duration = Duration::from_millis(25);
+
+/// Waits until `done` returns true, asking it every 25 ms; panics, naming `what`, once `limit`
+/// has passed without it. Tests wait with this on something they can observe (a row, a log
+/// line, a state, a file), never with a sleep of a guessed length.
+pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    wait_for(what, limit, || done().then_some(()))
+}
+
+/// `wait_until` for a value: waits until `ready` returns `Some`, and returns what it holds.
+pub fn wait_for<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = ready() {
+            return value;
         }
-        let _ = Command::new(script())
-            .args(["destroy", self.dir.to_str().unwrap()])
-            .envs(self.env())
-            .output();
-        if let Some(f) = &self.faketime_file {
-            let _ = std::fs::remove_file(f);
-        }
+        assert!(
+            start.elapsed() < limit,
+            "waited {limit:?} in vain for {what}"
+        );
+        std::thread::sleep(POLL);
     }
 }
 
