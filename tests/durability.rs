@@ -238,25 +238,8 @@ fn a_dump_restored_into_a_new_database_keeps_issuing_new_ids() {
     )
     .unwrap();
 
+    let dump = cluster.pg_dump(&["-Fc", "shop"]);
     let port = cluster.port.to_string();
-    let dump = Command::new(pg_bin("pg_dump"))
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-U",
-            "postgres",
-            "-Fc",
-            "shop",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        dump.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dump.stderr)
-    );
     let mut restore = Command::new(pg_bin("pg_restore"))
         .args([
             "-h",
@@ -274,12 +257,7 @@ fn a_dump_restored_into_a_new_database_keeps_issuing_new_ids() {
         .spawn()
         .unwrap();
     use std::io::Write;
-    restore
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(&dump.stdout)
-        .unwrap();
+    restore.stdin.take().unwrap().write_all(&dump).unwrap();
     let out = restore.wait_with_output().unwrap();
     assert!(
         out.status.success(),

@@ -368,27 +368,11 @@ fn a_copy_of_the_marks_table_in_another_database_is_not_taken_for_the_servers_ow
     let (cluster, largest) = prepared("fault-copy");
     // An old copy of the marks (dumped now, restored later into another database), and
     // snowflake.database pointed at it: its token is the server's own, its database is not.
-    let port = cluster.port.to_string();
-    let dump = std::process::Command::new(pg_bin("pg_dump"))
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-U",
-            "postgres",
-            "--inserts",
-            "-n",
-            "snowflake_ext_state",
-            "postgres",
-        ])
-        .output()
-        .unwrap();
-    assert!(dump.status.success());
+    let dump = cluster.pg_dump(&["--inserts", "-n", "snowflake_ext_state", "postgres"]);
     assert_mints_above(&cluster, largest);
     let mut c = cluster.connect();
     c.batch_execute("CREATE DATABASE copy").unwrap();
-    let script: String = String::from_utf8_lossy(&dump.stdout)
+    let script: String = String::from_utf8_lossy(&dump)
         .lines()
         .filter(|l| !l.starts_with('\\'))
         .collect::<Vec<_>>()

@@ -363,20 +363,8 @@ fn the_guard_stops_rows_of_the_subscribers_own_worker_id_from_native_replication
     )
     .unwrap();
     // The guard is a trigger pg_dump keeps, enabled for replication only.
-    let dump = run_as_postgres(
-        &sink.dir,
-        &sink.bin("pg_dump"),
-        &[
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &sink.port.to_string(),
-            "-U",
-            "postgres",
-            "--schema-only",
-            "postgres",
-        ],
-    );
+    let dump = sink.pg_dump(&["--schema-only", "postgres"]);
+    let dump = String::from_utf8_lossy(&dump);
     assert!(
         dump.contains("CREATE TRIGGER snowflake_guard BEFORE INSERT ON public.events"),
         "{dump}"

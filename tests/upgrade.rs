@@ -82,28 +82,9 @@ impl Drop for OldVersion {
 /// installed (scripts/test.sh runs it before this test), and is no part of a release. (An
 /// --exclude-schema would not do: a binary-upgrade dump lists every member of an extension.)
 fn schema_of(cluster: &Cluster, db: &str) -> String {
-    let port = cluster.port.to_string();
-    let out = Command::new(pg_bin("pg_dump"))
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-U",
-            "postgres",
-            "--schema-only",
-            "--binary-upgrade",
-            db,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dump = cluster.pg_dump(&["--schema-only", "--binary-upgrade", db]);
     let mut in_tests = false;
-    String::from_utf8_lossy(&out.stdout)
+    String::from_utf8_lossy(&dump)
         .lines()
         .filter(|l| {
             // Each entry of the dump opens with "-- Name: <name>; Type: <type>; Schema: <schema>;".

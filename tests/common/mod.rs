@@ -282,6 +282,29 @@ impl Cluster {
             self.log().contains(text)
         });
     }
+
+    /// Runs this cluster's `pg_dump` against it with `args` (options and the database) and
+    /// returns what it wrote to its standard output; panics with its messages if it fails.
+    pub fn pg_dump(&self, args: &[&str]) -> Vec<u8> {
+        let out = Command::new(self.bin("pg_dump"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+            ])
+            .args(args)
+            .output()
+            .expect("run pg_dump");
+        assert!(
+            out.status.success(),
+            "pg_dump {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
 }
 
 /// How long a test waits for something it expects before it gives up: long enough for any
