@@ -8,7 +8,6 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 /// The ids `sql` hands out to `sessions` concurrent clients, all of them.
 fn mint(cluster: &Cluster, sessions: usize, sql: &'static str) -> Vec<i64> {
@@ -161,21 +160,7 @@ fn a_synchronous_standby_promoted_with_its_clock_behind_mints_above_every_id_han
     c.batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
         .unwrap();
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while c
-        .query_opt(
-            "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'",
-            &[],
-        )
-        .unwrap()
-        .is_none()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the standby never became synchronous"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_synchronous_standby(&mut c);
     let handed_out = run_ahead(&primary);
     // No waiting for the standby: with synchronous replication every mark is on it already.
     primary.kill_postmaster();

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/patroni-pair")
@@ -112,21 +112,7 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
          CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int NOT NULL)",
     )
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while c
-        .query_opt(
-            "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'",
-            &[],
-        )
-        .unwrap()
-        .is_none()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the replica never became synchronous"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_synchronous_standby(&mut c);
 
     // Two clients insert through whichever server is the primary, reconnecting when it goes.
     let stop = Arc::new(AtomicBool::new(false));

@@ -337,6 +337,20 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Optio
     }
 }
 
+/// Waits until the server `primary` is connected to has a synchronous standby: one that
+/// streams and that `pg_stat_replication` reports as `sync`.
+pub fn wait_for_synchronous_standby(primary: &mut Client) {
+    wait_until("a synchronous standby", PATIENCE, || {
+        primary
+            .query_opt(
+                "SELECT 1 FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = 'sync'",
+                &[],
+            )
+            .unwrap()
+            .is_some()
+    });
+}
+
 /// A started cluster with the extension created in database `postgres`.
 pub fn started(name: &str, settings: &[&str]) -> Cluster {
     let cluster = Cluster::new(name, settings);
