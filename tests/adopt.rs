@@ -189,10 +189,7 @@ fn adopting_without_a_worker_id_is_refused_until_one_is_set() {
         ),
         (None, false, true)
     );
-    c.batch_execute("ALTER SYSTEM SET snowflake.worker_id = 77")
-        .unwrap();
-    c.batch_execute("SELECT pg_reload_conf()").unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    cluster.set_and_reload("snowflake.worker_id", "77");
     let mut c = cluster.connect();
     let row = c
         .query_one("SELECT worker_id, is_set FROM snowflake_worker_id()", &[])

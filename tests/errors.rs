@@ -167,10 +167,7 @@ fn an_unset_worker_id_is_an_error_not_a_default() {
         .unwrap()
         .contains("ALTER SYSTEM SET snowflake.worker_id"));
     // Setting it in the configuration and reloading makes it work; a session cannot.
-    c.batch_execute("ALTER SYSTEM SET snowflake.worker_id = 12")
-        .unwrap();
-    c.batch_execute("SELECT pg_reload_conf()").unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    cluster.set_and_reload("snowflake.worker_id", "12");
     let mut c = cluster.connect();
     let worker: i32 = c
         .query_one("SELECT snowflake_worker(snowflake_nextval())", &[])

@@ -178,12 +178,7 @@ fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_st
     );
 
     // A batch larger than the bound can ever hold is an error, not a wait.
-    let mut admin = cluster.connect();
-    admin
-        .batch_execute("ALTER SYSTEM SET snowflake.max_ahead = '100ms'")
-        .unwrap();
-    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    cluster.set_and_reload("snowflake.max_ahead", "100ms");
     let mut app = connect_as(&cluster, "app");
     let e = error_of(
         &mut app,

@@ -283,6 +283,28 @@ impl Cluster {
         });
     }
 
+    /// `ALTER SYSTEM SET name = 'value'` and a reload, then waits until a new session sees
+    /// `value` (as `current_setting` shows it): the postmaster has read the file, so every
+    /// session started from then on has it, and every older one gets it at its next command.
+    pub fn set_and_reload(&self, name: &str, value: &str) {
+        let mut c = self.connect();
+        c.batch_execute(&format!("ALTER SYSTEM SET {name} = '{value}'"))
+            .unwrap();
+        c.batch_execute("SELECT pg_reload_conf()").unwrap();
+        wait_until(
+            &format!("new sessions to see {name} = {value:?} after a reload"),
+            PATIENCE,
+            || {
+                let shown: String = self
+                    .connect()
+                    .query_one("SELECT current_setting($1)", &[&name])
+                    .unwrap()
+                    .get(0);
+                shown == value
+            },
+        );
+    }
+
     /// Runs this cluster's `pg_dump` against it with `args` (options and the database) and
     /// returns what it wrote to its standard output; panics with its messages if it fails.
     pub fn pg_dump(&self, args: &[&str]) -> Vec<u8> {
