@@ -373,6 +373,57 @@ pub fn wait_for_synchronous_standby(primary: &mut Client) {
     });
 }
 
+/// Runs `work` while another session of `cluster` watches backend `pid` in pg_stat_activity,
+/// and returns what `work` returned with the number of times the watcher saw that backend
+/// waiting inside the extension (`wait_event_type` `Extension`: for the clock to catch up, or
+/// for the mark writer). A backend that never waits there is never seen waiting, however slow
+/// the machine; one that does is seen with certainty as soon as its waits add up to more than
+/// a few looks of the watcher.
+pub fn extension_waits<T>(cluster: &Cluster, pid: i32, work: impl FnOnce() -> T) -> (T, u64) {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut c = cluster.connect();
+    std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut seen = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let waiting: bool = c
+                    .query_one(
+                        "SELECT EXISTS (SELECT FROM pg_stat_activity
+                                        WHERE pid = $1 AND wait_event_type = 'Extension')",
+                        &[&pid],
+                    )
+                    .unwrap()
+                    .get(0);
+                seen += waiting as u64;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            seen
+        });
+        let out = work();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (out, watcher.join().unwrap())
+    })
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- server log of {} ---\n{}",
+                self.dir.display(),
+                self.log()
+            );
+        }
+        let _ = Command::new(script())
+            .args(["destroy", self.dir.to_str().unwrap()])
+            .envs(self.env())
+            .output();
+        if let Some(f) = &self.faketime_file {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
 /// A started cluster with the extension created in database `postgres`.
 pub fn started(name: &str, settings: &[&str]) -> Cluster {
     let cluster = Cluster::new(name, settings);
