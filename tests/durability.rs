@@ -117,13 +117,22 @@ fn a_backend_killed_mid_stream_never_repeats_ids() {
             .query_one("SELECT pg_backend_pid()", &[])
             .unwrap()
             .get(0);
+        let mut c = cluster.connect();
+        let issued = |c: &mut postgres::Client| -> i64 {
+            c.query_one("SELECT issued FROM snowflake_stats WHERE worker = 3", &[])
+                .unwrap()
+                .get(0)
+        };
+        let before = issued(&mut c);
         let stream = std::thread::spawn(move || {
             // Runs until the crash ends it.
             let _ = busy.batch_execute(
                 "SELECT count(snowflake_nextval(3)) FROM generate_series(1, 100000000)",
             );
         });
-        std::thread::sleep(Duration::from_millis(300));
+        wait_until("the busy backend to issue ids", PATIENCE, || {
+            issued(&mut c) > before
+        });
         let postmaster = cluster.postmaster_pid();
         cluster.set_clock_offset(-3600);
         let status = Command::new("kill")
