@@ -64,32 +64,37 @@ fn assert_mints_above(cluster: &Cluster, largest: i64) -> i64 {
     *after.iter().max().unwrap()
 }
 
-/// Every generating function refuses with 55000 and a hint naming the way out; the mark
-/// writer's status says why.
+/// Once the mark writer's status says the marks are in doubt, every generating function
+/// refuses with 55000 and a hint naming the way out, at once: the refusing backend is never
+/// seen waiting for the writer.
 fn assert_refused(cluster: &Cluster, why: &str) {
     let mut c = cluster.connect();
-    let started = Instant::now();
-    for sql in ["SELECT snowflake_nextval()", "SELECT snowflake_nextval(9)"] {
-        let e = error_of(&mut c, sql);
-        assert_eq!(e.code, "55000", "{sql}: {e:?}");
-        assert!(e.message.contains(why), "{sql}: {e:?}");
-        assert!(
-            e.hint
-                .as_deref()
-                .unwrap_or("")
-                .contains("snowflake_restore_mark"),
-            "{e:?}"
-        );
-    }
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "a refusal should not wait"
+    wait_until(
+        "the mark writer to find the marks in doubt",
+        PATIENCE,
+        || {
+            c.query_one("SELECT state FROM snowflake_status()", &[])
+                .unwrap()
+                .get::<_, String>(0)
+                == "in doubt"
+        },
     );
-    let state: String = c
-        .query_one("SELECT state FROM snowflake_status()", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(state, "in doubt");
+    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let ((), waits) = extension_waits(cluster, pid, || {
+        for sql in ["SELECT snowflake_nextval()", "SELECT snowflake_nextval(9)"] {
+            let e = error_of(&mut c, sql);
+            assert_eq!(e.code, "55000", "{sql}: {e:?}");
+            assert!(e.message.contains(why), "{sql}: {e:?}");
+            assert!(
+                e.hint
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("snowflake_restore_mark"),
+                "{e:?}"
+            );
+        }
+    });
+    assert_eq!(waits, 0, "a refusal was seen waiting");
 }
 
 fn count_in_log(cluster: &Cluster, needle: &str) -> usize {
