@@ -359,7 +359,6 @@ fn a_marks_database_that_does_not_exist_refuses_ids_and_backs_off() {
     cluster.start();
     let mut c = cluster.connect();
     c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
-    let started = Instant::now();
     let e = error_of(&mut c, "SELECT snowflake_nextval()");
     assert_eq!(e.code, "55000", "{e:?}");
     assert!(e.message.contains("has not loaded the marks"), "{e:?}");
@@ -367,13 +366,52 @@ fn a_marks_database_that_does_not_exist_refuses_ids_and_backs_off() {
         e.hint.as_deref().unwrap_or("").contains("\"nosuchdb\""),
         "{e:?}"
     );
-    std::thread::sleep(Duration::from_secs(22).saturating_sub(started.elapsed()));
-    // A connection attempt a second would be 20 lines by now.
-    let attempts = count_in_log(&cluster, "database \"nosuchdb\" does not exist");
+    // The writer tries again and again, each time after a longer wait. Checked on the log's
+    // own timestamps, so the machine's speed does not matter: the first four attempts span at
+    // least 2 + 4 + 8 s (one attempt a second would take 3 s), and the 22 s from the first
+    // attempt on hold at most 7.
+    let failed = "database \"nosuchdb\" does not exist";
+    wait_until("four attempts to connect to nosuchdb", PATIENCE, || {
+        count_in_log(&cluster, failed) >= 4
+    });
+    let stamp = |line: &str| -> String {
+        // "2026-01-02 03:04:05.678 UTC [pid] FATAL: ..." (log_line_prefix '%m [%p] ')
+        line.splitn(4, ' ').take(3).collect::<Vec<_>>().join(" ")
+    };
+    let first = stamp(cluster.log().lines().find(|l| l.contains(failed)).unwrap());
+    wait_until("22 s after the first attempt", PATIENCE, || {
+        c.query_one(
+            "SELECT clock_timestamp() > $1::text::timestamptz + interval '22 s'",
+            &[&first],
+        )
+        .unwrap()
+        .get(0)
+    });
+    let stamps: Vec<String> = cluster
+        .log()
+        .lines()
+        .filter(|l| l.contains(failed))
+        .map(stamp)
+        .collect();
+    let after_first: Vec<f64> = c
+        .query(
+            "SELECT extract(epoch FROM s::timestamptz - $1::text::timestamptz)::float8
+             FROM unnest($2::text[]) s",
+            &[&first, &stamps],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     assert!(
-        (2..=7).contains(&attempts),
-        "{attempts} connection attempts in 22 s:\n{}",
-        cluster.log()
+        after_first[3] >= 14.0,
+        "four connection attempts within {} s: {stamps:?}",
+        after_first[3]
+    );
+    let in_22_s = after_first.iter().filter(|&&s| s <= 22.0).count();
+    assert!(
+        in_22_s <= 7,
+        "{in_22_s} connection attempts in 22 s: {stamps:?}"
     );
 }
 
