@@ -436,15 +436,51 @@ fn a_copy_of_the_marks_table_in_another_database_is_not_taken_for_the_servers_ow
     assert_refused(&cluster, "replaced or copied");
 }
 
+/// Whether a backend of the server `c` is connected to matches `condition` on pg_stat_activity.
+fn activity(c: &mut postgres::Client, condition: &str) -> bool {
+    c.query_one(
+        &format!("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE {condition})"),
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
 #[test]
 fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
     let (cluster, _) = prepared("fault-sync-cancel");
     let mut c = cluster.connect();
-    // A synchronous standby that never comes: every commit waits for it.
-    c.batch_execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+    let writer: i32 = c
+        .query_one(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    // A synchronous standby that never comes: every commit waits for it. The backends learn
+    // of it from the checkpointer, after the reload: a probe commits until a commit waits.
+    cluster.set_and_reload("synchronous_standby_names", "nobody");
+    let mut probe = cluster.connect();
+    let probe_pid: i32 = probe
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    let probing =
+        std::thread::spawn(move || while probe.batch_execute("SELECT txid_current()").is_ok() {});
+    wait_until(
+        "commits to wait for the synchronous standby",
+        PATIENCE,
+        || {
+            activity(
+                &mut c,
+                &format!("pid = {probe_pid} AND wait_event = 'SyncRep'"),
+            )
+        },
+    );
+    c.query_one("SELECT pg_terminate_backend($1)", &[&probe_pid])
         .unwrap();
-    c.batch_execute("SELECT pg_reload_conf()").unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    probing.join().unwrap();
+
     let conninfo = cluster.conninfo("postgres");
     let asking = std::thread::spawn(move || {
         let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
@@ -453,13 +489,23 @@ fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
             .map(|r| r.get::<_, i64>(0))
             .map_err(|e| e.as_db_error().map(|d| d.code().code().to_string()))
     });
-    std::thread::sleep(Duration::from_secs(2));
+    // The writer's commit waits for the standby, and the asking backend for the writer.
+    wait_until("the mark writer to wait for the standby", PATIENCE, || {
+        activity(
+            &mut c,
+            &format!("pid = {writer} AND wait_event = 'SyncRep'"),
+        )
+    });
+    wait_until("the backend to wait for a mark", PATIENCE, || {
+        activity(
+            &mut c,
+            "pid <> pg_backend_pid() AND query LIKE '%snowflake_nextval(77)%'
+             AND wait_event_type = 'Extension'",
+        )
+    });
     // The wait for the standby is cancelled: the commit returns, but the mark is on no standby.
-    c.batch_execute(
-        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
-         WHERE backend_type = 'snowflake_ext mark writer'",
-    )
-    .unwrap();
+    c.query_one("SELECT pg_cancel_backend($1)", &[&writer])
+        .unwrap();
     let outcome = asking.join().unwrap();
     assert_eq!(
         outcome,
@@ -469,7 +515,9 @@ fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
     assert!(
         cluster
             .log()
-            .contains("canceling wait for synchronous replication"),
+            .lines()
+            .any(|l| l.contains(&format!("[{writer}]"))
+                && l.contains("canceling wait for synchronous replication")),
         "{}",
         cluster.log()
     );
