@@ -144,9 +144,9 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
         })
         .collect();
 
-    std::thread::sleep(Duration::from_secs(3));
-    let before = acked.lock().unwrap().len();
-    assert!(before > 100, "only {before} inserts before the failover");
+    wait_until("100 inserts before the failover", PATIENCE, || {
+        acked.lock().unwrap().len() > 100
+    });
     pair.kill(first);
     let other = 1 - first;
     wait_until("Patroni to promote the replica", PATIENCE, || {
