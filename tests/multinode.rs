@@ -11,7 +11,10 @@ use std::time::Duration;
 const ROWS_PER_SESSION: i32 = 3000;
 const SESSIONS_PER_NODE: i32 = 2;
 
+/// `minting` and `created` bracket the moment each row's id is made: PostgreSQL evaluates a
+/// row's defaults in column order.
 const EVENTS: &str = "CREATE TABLE events (
+    minting timestamptz NOT NULL DEFAULT clock_timestamp(),
     id      bigint PRIMARY KEY DEFAULT snowflake_nextval(),
     origin  int NOT NULL,
     session int NOT NULL,
@@ -111,22 +114,29 @@ fn assert_clean_log(cluster: &Cluster, what: &str) {
     }
 }
 
-/// Sorting by id sorts by creation time, to within how long a row takes between its id and its
-/// `created` default (all servers here share one clock).
+/// Sorting by id sorts by creation time (all servers here share one clock), whatever the
+/// machine's speed: every id carries the millisecond it was made in, between its row's
+/// `minting` and `created`; so no row sorted before another began to be made after that one
+/// was created.
 fn assert_ids_follow_creation_time(cluster: &Cluster) {
-    let worst_ms: f64 = cluster
+    let row = cluster
         .connect()
         .query_one(
-            "SELECT coalesce(max(extract(epoch FROM before - created) * 1000), 0)::float8 FROM (
-               SELECT created, max(created) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-               FROM events) s",
+            "SELECT count(*) FILTER (WHERE ts < date_trunc('milliseconds', minting) OR ts > created),
+                    count(*) FILTER (WHERE earlier_minting > created)
+             FROM (SELECT minting, created, snowflake_timestamp(id) AS ts,
+                          max(date_trunc('milliseconds', minting))
+                            OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                            AS earlier_minting
+                   FROM events) s",
             &[],
         )
-        .unwrap()
-        .get(0);
-    assert!(
-        worst_ms < 100.0,
-        "a row sorted by id comes {worst_ms} ms before one created earlier"
+        .unwrap();
+    let (outside, inverted): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(outside, 0, "ids carrying a time outside their row's making");
+    assert_eq!(
+        inverted, 0,
+        "rows sorted by id before a row created earlier than they began"
     );
 }
 
