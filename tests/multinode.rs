@@ -6,7 +6,6 @@ mod common;
 
 use common::*;
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
 
 const ROWS_PER_SESSION: i32 = 3000;
 const SESSIONS_PER_NODE: i32 = 2;
@@ -312,6 +311,9 @@ fn count(cluster: &Cluster, sql: &str) -> i64 {
     cluster.connect().query_one(sql, &[]).unwrap().get(0)
 }
 
+/// What the guard says of a row it stops.
+const REFUSED: &str = "row arriving by replication into public.events carries snowflake id";
+
 /// The id the guard named in its first message.
 fn guarded_id(cluster: &Cluster) -> i64 {
     let log = cluster.log();
@@ -350,9 +352,7 @@ fn the_guard_stops_rows_of_the_subscribers_own_worker_id_from_native_replication
 
     // b's rows arrive; a's first row stops a's apply with an error naming table, id and worker.
     wait_for_rows_where(&sink, "origin = 2", per_source, "sink");
-    sink.wait_for_log(
-        "ERROR:  row arriving by replication into public.events carries snowflake id",
-    );
+    sink.wait_for_log(&format!("ERROR:  {REFUSED}"));
     let id = guarded_id(&sink);
     assert_eq!(
         count(&a, &format!("SELECT count(*) FROM events WHERE id = {id}")),
@@ -362,7 +362,11 @@ fn the_guard_stops_rows_of_the_subscribers_own_worker_id_from_native_replication
     assert!(sink.log().contains(&format!(
         "id {id} of worker 20, this server's own worker id"
     )));
-    std::thread::sleep(Duration::from_secs(2));
+    // Nothing of a's gets through, even once its apply worker has started again and been
+    // refused a second time.
+    wait_until("a's apply to be refused again", PATIENCE, || {
+        sink.log().matches(REFUSED).count() >= 2
+    });
     assert_eq!(
         count(&sink, "SELECT count(*) FROM events WHERE origin = 1"),
         0
@@ -432,7 +436,7 @@ fn the_guard_stops_rows_of_a_pglogical_peer_sharing_the_worker_id() {
             "INSERT INTO events (origin, session, n) SELECT 1, 0, g FROM generate_series(1, 50) g",
         )
         .unwrap();
-    nodes[1].wait_for_log("row arriving by replication into public.events carries snowflake id");
+    nodes[1].wait_for_log(REFUSED);
     let id = guarded_id(&nodes[1]);
     assert_eq!(
         count(
@@ -441,7 +445,11 @@ fn the_guard_stops_rows_of_a_pglogical_peer_sharing_the_worker_id() {
         ),
         1
     );
-    std::thread::sleep(Duration::from_secs(2));
+    // Nothing gets through, even once the apply worker has started again and been refused a
+    // second time.
+    wait_until("the apply to be refused again", PATIENCE, || {
+        nodes[1].log().matches(REFUSED).count() >= 2
+    });
     assert_eq!(count(&nodes[1], "SELECT count(*) FROM events"), 0);
 }
 
