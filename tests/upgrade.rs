@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -132,10 +132,12 @@ fn alter_extension_update_from_0_1_0_gives_a_fresh_install_and_inserts_go_on() {
         .get(0);
     assert!(issued >= 1);
 
-    // A session inserts all along; the update happens under it.
+    // A session inserts all along; the update happens under it, after 30 inserts and
+    // followed by 30 more.
     let stop = Arc::new(AtomicBool::new(false));
+    let inserted = Arc::new(AtomicUsize::new(0));
     let inserter = {
-        let stop = stop.clone();
+        let (stop, inserted) = (stop.clone(), inserted.clone());
         let conninfo = cluster.conninfo("old");
         std::thread::spawn(move || {
             let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
@@ -146,15 +148,21 @@ fn alter_extension_update_from_0_1_0_gives_a_fresh_install_and_inserts_go_on() {
                     .unwrap()
                     .get(0);
                 ids.push(id);
+                inserted.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(2));
             }
             ids
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    let inserts_past = |n: usize| {
+        wait_until(&format!("{n} inserts"), PATIENCE, || {
+            inserted.load(Ordering::Relaxed) >= n
+        })
+    };
+    inserts_past(30);
     old.batch_execute("ALTER EXTENSION snowflake_ext UPDATE")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    inserts_past(inserted.load(Ordering::Relaxed) + 30);
     stop.store(true, Ordering::Relaxed);
     let ids = inserter.join().unwrap();
     assert!(ids.len() > 50, "only {} inserts", ids.len());
