@@ -373,6 +373,7 @@ fn a_server_mints_in_its_configured_layout_and_refuses_another_under_its_ids() {
         &mut c,
         "SELECT snowflake_nextval() FROM generate_series(1, 3000)",
     );
+    let after = unix_ms_now();
     assert_strictly_increasing(&minted);
     let last = *minted.last().unwrap();
     // Decoded in the configured layout, and identical to decoding as Sonyflake by name.
@@ -391,9 +392,11 @@ fn a_server_mints_in_its_configured_layout_and_refuses_another_under_its_ids() {
         (worker, same, worker_fn, bracketed),
         (40000, true, 40000, true)
     );
+    // Made between `before` and `after`, in 10 ms units of 256 ids: the last of 3000 ids is
+    // at most 11 units past the first, which is no later than `after`.
     assert!(
-        (ms as i64 - before).abs() < 5000,
-        "decoded {ms}, clock {before}"
+        before - 10 <= ms as i64 && ms as i64 <= after + 120,
+        "decoded {ms}, made between {before} and {after}"
     );
     // The low 16 bits are the machine, as in Sonyflake.
     assert!(minted.iter().all(|id| id & 0xffff == 40000));
