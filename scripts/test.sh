@@ -6,7 +6,7 @@
 #   * on PostgreSQL 15 and 18: every test: the #[pg_test]s inside a server and every
 #     integration test in tests/ against real servers (standbys, Patroni, pglogical, faults);
 #   * on 14, 16 and 17: the #[pg_test]s and the generation and durability integration tests;
-#   * the extension's upgrade from 0.1.0 and pg_upgrade from 15 to 18 (tests/upgrade.rs);
+#   * the extension's upgrade from 0.1.0 and 0.2.0, and pg_upgrade from 15 to 18 (tests/upgrade.rs);
 #   * the Debian packages and the PGXN distribution, built and checked (scripts/package,
 #     tests/packages.rs);
 #   * a short benchmark run, to keep it working (its figures are not checked).
@@ -81,7 +81,7 @@ done
 for major in "${PARTIAL[@]}"; do
   step "PostgreSQL $major: ${EVERY_MAJOR[*]} tests" it_tests "$major" "${EVERY_MAJOR[@]}"
 done
-step "extension upgrade 0.1.0 to 0.2.0; pg_upgrade 15 to 18" it_tests 15 upgrade
+step "extension upgrades from 0.1.0 and 0.2.0; pg_upgrade 15 to 18" it_tests 15 upgrade
 step "packages: build (scripts/package) and check" bash -c \
   'scripts/package >/tmp/snowflake_ext-package.log 2>&1 || { cat /tmp/snowflake_ext-package.log; exit 1; }
    PG_MAJOR=15 cargo test -q --no-default-features --features "pg15 pg_test" --test packages'

@@ -64,7 +64,7 @@ fn survives(name: &str, fault: impl FnOnce(&Cluster)) -> Cluster {
         "{name}: id {min_after} after the restart is not above {max_before}"
     );
 
-    // The stats show the persisted mark above every id issued.
+    // The stats show the high-water mark above every id issued.
     let row = c
         .query_one(
             "SELECT last_id, persisted_mark FROM snowflake_stats WHERE worker = 3",
@@ -75,12 +75,12 @@ fn survives(name: &str, fault: impl FnOnce(&Cluster)) -> Cluster {
     assert_eq!(last, *after.iter().max().unwrap());
     assert!(
         mark > last,
-        "persisted mark {mark} does not cover the last id {last}"
+        "high-water mark {mark} does not cover the last id {last}"
     );
     let log = cluster.log();
     assert!(
         log.contains("WARNING:  snowflake: the system clock is")
-            && log.contains("behind the persisted high-water mark of worker 3"),
+            && log.contains("behind the high-water mark of worker 3"),
         "{name}: no start-up warning about the clock:\n{log}"
     );
     cluster

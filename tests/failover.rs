@@ -302,7 +302,7 @@ fn a_base_backup_restored_with_archived_wal_an_hour_back_mints_above_what_it_rep
     assert!(
         restored
             .log()
-            .contains("behind the persisted high-water mark of worker 6"),
+            .contains("behind the high-water mark of worker 6"),
         "{}",
         restored.log()
     );

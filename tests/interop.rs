@@ -68,12 +68,12 @@ fn text_forms_sort_like_the_ids_and_read_back() {
         .get(0);
     assert_eq!(wrong, 0);
     let read: i64 = c
-        .query_one("SELECT snowflake_from_text('0o1I1l')", &[])
+        .query_one("SELECT snowflake_from_text('0000000o1I1l0')", &[])
         .unwrap()
         .get(0);
     assert_eq!(
         read,
-        c.query_one("SELECT snowflake_from_text('001111')", &[])
+        c.query_one("SELECT snowflake_from_text('0000000011110')", &[])
             .unwrap()
             .get::<_, i64>(0)
     );
@@ -112,6 +112,55 @@ fn text_forms_sort_like_the_ids_and_read_back() {
         assert!(e.message.contains(bad), "{sql}: {e:?}");
         assert!(e.hint.is_some(), "{sql}: {e:?}");
     }
+    // A digit more or less would read as another id: the padded forms take exactly their
+    // width, and the hint says so.
+    for (sql, bad, shape) in [
+        (
+            "SELECT snowflake_from_text('06Y62KVCW0C0')",
+            "has 12 digits, not 13",
+            "exactly 13 Crockford base32 digits",
+        ),
+        (
+            "SELECT snowflake_from_text('06Y62KVCW0C000')",
+            "has 14 digits, not 13",
+            "exactly 13 Crockford base32 digits",
+        ),
+        (
+            "SELECT snowflake_from_text(repeat('0', 100000))",
+            "has 100000 digits, not 13",
+            "exactly 13 Crockford base32 digits",
+        ),
+        (
+            "SELECT snowflake_from_text('0ITkfOwqJl', 'base62')",
+            "has 10 digits, not 11",
+            "exactly 11 base62 digits",
+        ),
+        (
+            "SELECT snowflake_from_text('06Y62--KVCW0C00')",
+            "does not separate two digits",
+            "single hyphens may separate them",
+        ),
+    ] {
+        let e = error_of(&mut c, sql);
+        assert_eq!(e.code, "22P02", "{sql}: {e:?}");
+        assert!(
+            e.detail.as_deref().unwrap_or("").contains(bad),
+            "{sql}: {e:?}"
+        );
+        assert!(
+            e.hint.as_deref().unwrap_or("").contains(shape),
+            "{sql}: {e:?}"
+        );
+        assert!(
+            e.message.len() < 200,
+            "{sql}: the message repeats the input: {e:?}"
+        );
+    }
+    let with_hyphens: i64 = c
+        .query_one("SELECT snowflake_from_text('06Y62-KVCW0-C00')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(with_hyphens, 250163766832934912);
     let e = error_of(&mut c, "SELECT snowflake_to_text(1, 'base64')");
     assert_eq!(e.code, "22023", "{e:?}");
     assert!(e.message.contains("base64") && e.hint.unwrap().contains("base62"));

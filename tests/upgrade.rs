@@ -1,5 +1,5 @@
-//! Upgrades: the extension from 0.1.0 to 0.2.0 in place (`ALTER EXTENSION ... UPDATE`) while a
-//! session keeps inserting, and a cluster from PostgreSQL 15 to 18 with `pg_upgrade` (copy and
+//! Upgrades: the extension from each older version (0.1.0, 0.2.0) to this one in place
+//! (`ALTER EXTENSION ... UPDATE`) while a session keeps inserting, and a cluster from PostgreSQL 15 to 18 with `pg_upgrade` (copy and
 //! link), its clock an hour back. Needs the extension installed for 15 and 18 (scripts/test.sh
 //! runs it after both).
 
@@ -40,10 +40,12 @@ fn upgrade_scripts() -> Vec<String> {
 #[test]
 fn every_upgrade_script_is_installed() {
     let scripts = upgrade_scripts();
-    assert!(
-        scripts.contains(&"snowflake_ext--0.1.0--0.2.0.sql".to_string()),
-        "{scripts:?}"
-    );
+    for script in [
+        "snowflake_ext--0.1.0--0.2.0.sql",
+        "snowflake_ext--0.2.0--0.3.0.sql",
+    ] {
+        assert!(scripts.contains(&script.to_string()), "{scripts:?}");
+    }
     let dir = extension_dir(&pg_bin(""));
     for script in scripts {
         assert!(
@@ -54,15 +56,18 @@ fn every_upgrade_script_is_installed() {
     }
 }
 
-/// 0.1.0's install script, from the fixtures, where CREATE EXTENSION ... VERSION '0.1.0'
+/// An older version's install script, from the fixtures, where CREATE EXTENSION ... VERSION
 /// finds it; removed again when dropped.
 struct OldVersion(PathBuf);
 
 impl OldVersion {
-    fn install() -> OldVersion {
-        let path = extension_dir(&pg_bin("")).join("snowflake_ext--0.1.0.sql");
+    fn install(version: &str) -> OldVersion {
+        let script = format!("snowflake_ext--{version}.sql");
+        let path = extension_dir(&pg_bin("")).join(&script);
         std::fs::copy(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/snowflake_ext--0.1.0.sql"),
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures")
+                .join(&script),
             &path,
         )
         .unwrap();
@@ -104,19 +109,29 @@ fn schema_of(cluster: &Cluster, db: &str) -> String {
 
 #[test]
 fn alter_extension_update_from_0_1_0_gives_a_fresh_install_and_inserts_go_on() {
-    let _old = OldVersion::install();
-    let cluster = Cluster::new("ext-update", &["snowflake.worker_id=8"]);
+    update_gives_a_fresh_install_and_inserts_go_on("0.1.0");
+}
+
+#[test]
+fn alter_extension_update_from_0_2_0_gives_a_fresh_install_and_inserts_go_on() {
+    update_gives_a_fresh_install_and_inserts_go_on("0.2.0");
+}
+
+fn update_gives_a_fresh_install_and_inserts_go_on(from: &str) {
+    let _old = OldVersion::install(from);
+    let cluster = Cluster::new(&format!("ext-update-{from}"), &["snowflake.worker_id=8"]);
     cluster.start();
     let mut admin = cluster.connect();
     admin.batch_execute("CREATE DATABASE old").unwrap();
     admin.batch_execute("CREATE DATABASE fresh").unwrap();
     let mut old = cluster.connect_to("old");
-    old.batch_execute(
-        "CREATE EXTENSION snowflake_ext VERSION '0.1.0';
-         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);",
-    )
+    old.batch_execute(&format!(
+        "CREATE EXTENSION snowflake_ext VERSION '{from}';
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);"
+    ))
     .unwrap();
-    // The new library serves the database still at 0.1.0: generation, decoding, statistics.
+    // The new library serves the database still at the old version: generation, decoding,
+    // statistics.
     let id: i64 = old
         .query_one("SELECT snowflake_nextval()", &[])
         .unwrap()
@@ -174,7 +189,7 @@ fn alter_extension_update_from_0_1_0_gives_a_fresh_install_and_inserts_go_on() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(version, "0.2.0");
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
 
     old.batch_execute("DROP TABLE t").unwrap();
     cluster
