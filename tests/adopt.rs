@@ -204,3 +204,166 @@ fn adopting_without_a_worker_id_is_refused_until_one_is_set() {
         .get(0);
     assert!(msg.contains("snowflake_nextval()"), "{msg}");
 }
+
+/// Which columns hold snowflake ids is found, never guessed: `snowflake_restore_mark(tables)`,
+/// `snowflake_guard` and `snowflake_adopt` take a `snowflake`-typed key like a `bigint` one,
+/// look past a bigserial beside it, and refuse a column whose default makes ids that its type
+/// cannot hold.
+#[test]
+fn id_columns_are_found_never_guessed() {
+    let cluster = started("id-columns", &["snowflake.worker_id=6"]);
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "CREATE TABLE orders (id snowflake PRIMARY KEY DEFAULT snowflake_nextval(), n bigserial, v text);
+         CREATE TABLE serials (id bigserial PRIMARY KEY, v text);
+         CREATE TABLE texts (id text PRIMARY KEY DEFAULT snowflake_nextval()::text);
+         CREATE TABLE two (a bigint DEFAULT snowflake_nextval(), b snowflake DEFAULT snowflake_nextval(3));
+         CREATE TABLE batched (id bigint PRIMARY KEY, v text);
+         CREATE SEQUENCE s;
+         CREATE TABLE typed (id snowflake PRIMARY KEY DEFAULT nextval('s'), v text);
+         INSERT INTO typed (v) VALUES ('a'), ('b');",
+    )
+    .unwrap();
+    let columns = |c: &mut postgres::Client, table: &str| -> Vec<(String, String, bool)> {
+        c.query(
+            "SELECT col, type, readable FROM snowflake_id_columns($1::text::regclass)",
+            &[&table],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+    };
+    let found = |name: &str, ty: &str, readable| (name.to_string(), ty.to_string(), readable);
+    assert_eq!(
+        columns(&mut c, "orders"),
+        vec![found("id", "snowflake", true)]
+    );
+    assert_eq!(columns(&mut c, "serials"), vec![]);
+    assert_eq!(columns(&mut c, "texts"), vec![found("id", "text", false)]);
+    assert_eq!(
+        columns(&mut c, "two"),
+        vec![found("a", "bigint", true), found("b", "snowflake", true)]
+    );
+    assert_eq!(
+        columns(&mut c, "batched"),
+        vec![found("id", "bigint", true)]
+    );
+
+    // Rows restored from another server whose ids run an hour ahead of this one's clock: the
+    // marks are restored above them, from the snowflake column and not from the bigserial.
+    c.batch_execute(
+        "INSERT INTO orders (id, v)
+         SELECT snowflake_compose(now() + interval '1 hour', 9, g), 'restored' FROM generate_series(1, 2000) g;",
+    )
+    .unwrap();
+    let restored: i64 = c
+        .query_one("SELECT max(id)::bigint FROM orders", &[])
+        .unwrap()
+        .get(0);
+    c.query_one(
+        "SELECT snowflake_restore_mark(ARRAY['orders']::regclass[])",
+        &[],
+    )
+    .unwrap();
+    let new: Vec<i64> = c
+        .query(
+            "INSERT INTO orders (v) SELECT 'new' FROM generate_series(1, 2000) RETURNING id::bigint",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        new.iter().all(|&id| id > restored),
+        "new ids below the restored ones"
+    );
+    // Both columns of `two` are read.
+    c.batch_execute(
+        "INSERT INTO two (a, b) VALUES (1, snowflake_compose(now() + interval '2 hours', 3, 0))",
+    )
+    .unwrap();
+    let highest: i64 = c
+        .query_one("SELECT max(b)::bigint FROM two", &[])
+        .unwrap()
+        .get(0);
+    let next: i64 = c
+        .query_one(
+            "SELECT snowflake_restore_mark(ARRAY['two']::regclass[])",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(next > highest, "{next} <= {highest}");
+
+    // Refusals: no id column, a column that cannot be read, several to choose from.
+    for (sql, code, message) in [
+        (
+            "SELECT snowflake_restore_mark(ARRAY['serials']::regclass[])",
+            "42703",
+            "table public.serials has no snowflake id column",
+        ),
+        (
+            "SELECT snowflake_restore_mark(ARRAY['texts']::regclass[])",
+            "42804",
+            "its type text cannot be read as ids",
+        ),
+        (
+            "SELECT snowflake_guard('serials')",
+            "42703",
+            "table public.serials has no snowflake id column",
+        ),
+        (
+            "SELECT snowflake_guard('texts')",
+            "42804",
+            "its type text cannot be read as ids",
+        ),
+        (
+            "SELECT snowflake_guard('two')",
+            "42702",
+            "table public.two has several snowflake id columns: a, b",
+        ),
+    ] {
+        let e = error_of(&mut c, sql);
+        assert_eq!(e.code, code, "{sql}: {e:?}");
+        assert!(e.message.contains(message), "{sql}: {e:?}");
+        assert!(e.hint.is_some(), "{sql}: {e:?}");
+    }
+
+    // The guard on a snowflake-typed column reads it like a bigint: a row arriving with this
+    // server's worker id is stopped.
+    c.batch_execute("SELECT snowflake_guard('orders')").unwrap();
+    let e = error_of(
+        &mut c,
+        "SET session_replication_role = replica;
+         INSERT INTO orders (id, v) VALUES (snowflake_compose(now(), 6, 1), 'twin')",
+    );
+    assert_eq!(e.code, "23000", "{e:?}");
+    c.batch_execute(
+        "ROLLBACK; SET session_replication_role = replica;
+         INSERT INTO orders (id, v) VALUES (snowflake_compose(now(), 7, 1), 'other server');
+         RESET session_replication_role;",
+    )
+    .unwrap();
+
+    // A snowflake-typed key on a sequence is adopted like a bigint one.
+    c.batch_execute("SELECT snowflake_adopt('typed', 'id')")
+        .unwrap();
+    assert_eq!(
+        default_of(&mut c, "typed", "id").as_deref(),
+        Some("snowflake_nextval()")
+    );
+    let id: i64 = c
+        .query_one(
+            "INSERT INTO typed (v) VALUES ('c') RETURNING id::bigint",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let worker: i32 = c
+        .query_one("SELECT snowflake_worker($1)", &[&id])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker, 6);
+}

@@ -226,6 +226,57 @@ fn clock_steps_back_while_running_neither_stall_nor_repeat() {
     );
 }
 
+/// The boot clock, which a correct kernel never steps, stepping back a minute with the wall
+/// clock (a faked monotonic clock): the worker re-anchors it, says so once, and ids ahead of
+/// the clock do not wait the minute out.
+#[test]
+fn a_boot_clock_stepping_back_is_re_anchored_and_ids_do_not_wait() {
+    let mut cluster = Cluster::new("boot-clock", &["snowflake.worker_id=2"]);
+    cluster.use_faketime();
+    cluster.start_with(&[("FAKETIME_MONOTONIC", "1")]);
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
+    // Batches of a million ids (244 ms of them, taken in one step) until the worker runs a
+    // second ahead of the clock, within snowflake.max_ahead (2 s).
+    let batch =
+        "SELECT snowflake_lastval() FROM (SELECT snowflake_nextval_batch(1000000) LIMIT 1) one";
+    let mut before = Vec::new();
+    wait_until("the worker a second ahead", PATIENCE, || {
+        before.extend(ids(&mut c, batch));
+        let ahead: i64 = c
+            .query_one("SELECT ahead_ms FROM snowflake_stats WHERE worker = 2", &[])
+            .unwrap()
+            .get(0);
+        ahead > 1000
+    });
+    cluster.set_clock_offset(-60);
+    // Ids are now a minute ahead of the wall clock; with the boot clock re-anchored they are
+    // still only about a second ahead of the worker's own timeline, under the bound.
+    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let (after, waits) = extension_waits(&cluster, pid, || {
+        ids(
+            &mut c,
+            "SELECT snowflake_nextval() FROM generate_series(1, 20000)",
+        )
+    });
+    assert_eq!(
+        waits,
+        0,
+        "ids waited for the boot clock:\n{}",
+        cluster.log()
+    );
+    assert!(after[0] > *before.iter().max().unwrap());
+    assert_strictly_increasing(&after);
+    let log = cluster.log();
+    let reported = log
+        .lines()
+        .filter(|l| {
+            l.contains("WARNING:  snowflake: the boot clock (CLOCK_BOOTTIME) stepped back by")
+        })
+        .count();
+    assert_eq!(reported, 1, "{log}");
+}
+
 #[test]
 fn a_dump_restored_into_a_new_database_keeps_issuing_new_ids() {
     let cluster = started("dump", &[]);

@@ -27,17 +27,17 @@ const BAD_CALLS: &[(&str, &str, &str)] = &[
     (
         "SELECT * FROM snowflake_nextval_batch(1, 0)",
         "22003",
-        "reserve 0 snowflake ids",
+        "take 0 snowflake ids",
     ),
     (
         "SELECT * FROM snowflake_nextval_batch(1, -7)",
         "22003",
-        "reserve -7 snowflake ids",
+        "take -7 snowflake ids",
     ),
     (
         "SELECT * FROM snowflake_nextval_batch(1, 1000001)",
         "22003",
-        "reserve 1000001 snowflake ids",
+        "take 1000001 snowflake ids",
     ),
     (
         "SELECT * FROM snowflake_nextval_batch(1, NULL)",
@@ -215,4 +215,83 @@ fn without_the_preload_every_generator_says_how_to_fix_it() {
         .unwrap()
         .get(0);
     assert_eq!(worker, 9);
+}
+
+/// A statement that waits inside the extension (for a mark the writer cannot write, or for the
+/// clock) and is cancelled, by a statement timeout or by `pg_cancel_backend`, ends with
+/// PostgreSQL's own 57014 and nothing else: no Rust backtrace in its detail, even with
+/// RUST_BACKTRACE set in the server's environment.
+#[test]
+fn a_cancelled_wait_is_a_plain_57014() {
+    let cluster = Cluster::new("cancel", &["snowflake.worker_id=6"]);
+    cluster.start_with(&[("RUST_BACKTRACE", "1")]);
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE EXTENSION snowflake_ext; SELECT snowflake_nextval()")
+        .unwrap();
+    let check = |e: ErrorParts, what: &str| {
+        assert_eq!(e.code, "57014", "{what}: {e:?}");
+        assert!(
+            e.message.starts_with("canceling statement due to"),
+            "{what}: {e:?}"
+        );
+        let detail = e.detail.unwrap_or_default();
+        assert!(
+            !detail.contains("pgrx") && !detail.contains("backtrace") && !detail.contains("  0: "),
+            "{what}: a backtrace in the detail:\n{detail}"
+        );
+    };
+    // The writer cannot write a mark while another session holds the marks table: a new
+    // worker's first id waits for it, up to its limit, unless cancelled first.
+    let mut locker = cluster.connect();
+    locker
+        .batch_execute("BEGIN; LOCK TABLE snowflake_ext_state.marks")
+        .unwrap();
+    check(
+        error_of(
+            &mut c,
+            "SET statement_timeout = '500ms'; SELECT * FROM snowflake_nextval_batch(7, 10)",
+        ),
+        "a statement timeout while waiting for a mark",
+    );
+    c.batch_execute("RESET statement_timeout").unwrap();
+    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let canceller = {
+        let conninfo = cluster.conninfo("postgres");
+        std::thread::spawn(move || {
+            let mut other = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+            wait_until("the session to wait for a mark", PATIENCE, || {
+                other
+                    .query_one(
+                        "SELECT EXISTS (SELECT FROM pg_stat_activity
+                                        WHERE pid = $1 AND wait_event_type = 'Extension')",
+                        &[&pid],
+                    )
+                    .unwrap()
+                    .get(0)
+            });
+            other
+                .batch_execute(&format!("SELECT pg_cancel_backend({pid})"))
+                .unwrap();
+        })
+    };
+    check(
+        error_of(&mut c, "SELECT snowflake_nextval(8)"),
+        "pg_cancel_backend while waiting for a mark",
+    );
+    canceller.join().unwrap();
+    locker.batch_execute("ROLLBACK").unwrap();
+    // Waiting for the clock: batches past snowflake.max_ahead.
+    check(
+        error_of(
+            &mut c,
+            "SET statement_timeout = '500ms';
+             SELECT count(*) FROM generate_series(1, 100) g, LATERAL snowflake_nextval_batch(1000000) x",
+        ),
+        "a statement timeout while waiting for the clock",
+    );
+    let log = cluster.log();
+    assert!(
+        !log.contains("pgrx_pg_sys") && !log.contains("panicked"),
+        "a backtrace in the server log:\n{log}"
+    );
 }

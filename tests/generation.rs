@@ -141,7 +141,7 @@ fn bursts_past_4096_ids_a_millisecond_stay_unique_and_ordered() {
     let cluster = started("burst", &[]);
     let mut c = cluster.connect();
 
-    // One call reserves 100,000 consecutive ids: 24 milliseconds' worth of sequence numbers,
+    // One call takes 100,000 consecutive ids: 24 milliseconds' worth of sequence numbers,
     // issued in well under a millisecond of wall time.
     let ids: Vec<i64> = c
         .query("SELECT snowflake_nextval_batch(5, 100000)", &[])

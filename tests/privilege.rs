@@ -116,7 +116,7 @@ fn an_ordinary_role_mints_only_with_the_configured_worker() {
 fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_stall_it() {
     let cluster = server("priv-ahead");
     // Four clients take a million ids a call, the cheapest way there is (in the select list:
-    // reserved in one step, one row produced), until they have pushed the worker over a
+    // taken in one step, one row produced), until they have pushed the worker over a
     // second ahead of the clock, then for PRESSED calls more against the bound. Counted in
     // calls, not seconds: the worker gets there however slow the machine.
     const PRESSED: u32 = 12;
@@ -198,7 +198,7 @@ fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_st
         .detail
         .unwrap_or_default()
         .contains("snowflake.max_ahead = 100 ms"));
-    assert!(e.hint.unwrap_or_default().contains("Reserve fewer ids"));
+    assert!(e.hint.unwrap_or_default().contains("Take fewer ids"));
 }
 
 /// The wall-clock time (Unix ms) each id says it was made at.

@@ -224,6 +224,12 @@ impl Cluster {
     }
 
     pub fn start(&self) {
+        self.start_with(&[]);
+    }
+
+    /// Starts the server with `extra` in its environment (as `scripts/pg-cluster start` reads
+    /// it, e.g. FAKETIME_MONOTONIC, or what the server itself reads, e.g. RUST_BACKTRACE).
+    pub fn start_with(&self, extra: &[(&str, &str)]) {
         let file = self
             .faketime_file
             .as_ref()
@@ -232,6 +238,7 @@ impl Cluster {
         if let Some(file) = &file {
             env.push(("FAKETIME_FILE", file.as_str()));
         }
+        env.extend_from_slice(extra);
         run(&["start", self.dir.to_str().unwrap()], &env);
     }
 
