@@ -39,10 +39,11 @@
 //! Marks reach two seconds ahead of each worker and are raised in the background once half of
 //! that is used, so backends never touch the disk while ids flow at any ordinary rate. A
 //! server in recovery has no mark writer and mints nothing: every generating function raises
-//! SQLSTATE 25006 there. When the marks are missing or doubtful (the table dropped
-//! or replaced, the wrong `snowflake.database`, a damaged token file, another layout), the mark
-//! writer refuses to mint until a superuser restores them (`snowflake_core::startup`,
-//! `admin.rs`); only a first start, with no marks ever written, starts from the clock.
+//! SQLSTATE 25006 there. When the marks are missing or doubtful (the table dropped,
+//! replaced, emptied or made by another role, the wrong `snowflake.database`, a damaged token
+//! file, another layout), the mark writer refuses to mint until a superuser restores them
+//! (`snowflake_core::startup`, `admin.rs`); only a first start, with no marks ever written,
+//! starts from the clock.
 //!
 //! Protocol between backends and the mark writer
 //! ----------------------------------------------
@@ -62,6 +63,15 @@
 //! writer sets the word's closed bit, which makes every compare-and-swap from an open word
 //! fail, so nothing is issued past the value it read.
 //!
+//! Trust
+//! -----
+//! The mark writer runs as the bootstrap superuser, and the marks database may belong to an
+//! ordinary role. So its session ignores database and role defaults (`writer/session.rs`),
+//! and it trusts the marks schema only when it is its own: owned by the bootstrap superuser,
+//! with nothing another role could use to change it or to run code as the writer
+//! (`marks_table.rs`); a table emptied, edited or rolled back is seen through a digest and a
+//! generation in its header, the generation also in the token file. Anything else is doubt.
+//!
 //! Files
 //! -----
 //! Pure Rust, unit-tested without a server, in the `snowflake_core` crate: `layout`,
@@ -69,10 +79,12 @@
 //! protocol), `marks` (the writer's rules), `startup` (load, start afresh or refuse), `token`
 //! and `legacy` (file formats), `text` (base32 and base62); `core/tests/model.rs` runs the
 //! issuing protocol and the writer's rules in racing threads against a fake clock. PostgreSQL
-//! glue here: `shmem.rs`, `control.rs` (the writer's state and mailbox), `writer.rs`,
-//! `marks_table.rs`, `token_file.rs`, `wait.rs`, `clock.rs`, `settings.rs` (GUCs), `errors.rs`
-//! (every user-facing error), `time_filter.rs` (the planner hook for time filters), and the
-//! SQL functions in `nextval.rs`, `lastval.rs`, `decode.rs`, `text.rs` (text forms and the
+//! glue here: `shmem.rs`, `control.rs` (the writer's state), `mailbox.rs` (an administrator's
+//! requests to the writer), `writer/` (the mark writer: its loop, signals, latch, session,
+//! loading, writing, requests), `marks_table.rs`, `token_file.rs`, `wait.rs`, `clock.rs`,
+//! `settings.rs` (GUCs), `errors.rs` (every user-facing error), `time_filter.rs` (the planner
+//! hook for time filters), `id_columns.rs` (which columns of a table hold ids), and the SQL
+//! functions in `nextval.rs`, `lastval.rs`, `decode.rs`, `text.rs` (text forms and the
 //! `snowflake` type), `guard.rs` (the replication guard), `stats.rs`, `admin.rs`, `adopt.rs`
 //! and `compat.rs`; `bench_floor.rs` is the benchmark's reference, outside the extension's SQL.
 
