@@ -47,3 +47,17 @@ pub fn readings(layout: &Layout) -> Readings {
         boot,
     }
 }
+
+/// 64 random bits, never 0 (`pg_strong_random`, or the clocks if that fails): for tokens and
+/// keys.
+pub fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: pg_strong_random fills the buffer we pass, of the length we pass.
+    let ok = unsafe { pgrx::pg_sys::pg_strong_random(bytes.as_mut_ptr().cast(), bytes.len()) };
+    let n = u64::from_le_bytes(bytes);
+    if ok && n != 0 {
+        n
+    } else {
+        (((unix_ms() as u64) << 20) ^ boot_ms()) | 1
+    }
+}

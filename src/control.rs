@@ -63,6 +63,9 @@ pub struct TableState {
     pub identity: Option<snowflake_core::token::Identity>,
     /// The generation the writer last wrote to its header.
     pub generation: u64,
+    /// The key it seals the table with (`snowflake_core::marks::seal`), kept in the token
+    /// file.
+    pub key: [u8; 16],
     /// Whether the token file records that table at that generation.
     pub token_file_ok: bool,
 }

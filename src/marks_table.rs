@@ -26,11 +26,15 @@
 //! first, or tables with triggers that run as the writer. So the writer trusts, reads and
 //! writes these objects only when `distrust` finds nothing: the schema and both tables owned
 //! by the bootstrap superuser, plain logged heap tables with no trigger, rule, row security
-//! policy, inheritance or subscription writing into them, and no role but superusers allowed
-//! to change them. Each write takes its locks first and checks again, so nothing can be added
-//! between the check and the write. The header's `generation` (bumped with every write) and
-//! `digest` (of the rows written) tell a table emptied, edited or rolled back from the one the
-//! writer left (`snowflake_core::startup`).
+//! policy, inheritance or subscription writing into them, and no grant that lets a role but
+//! superusers change or lock them (grants that default privileges give new objects are taken
+//! back when the writer creates them). Each write takes its locks first and checks again, so
+//! nothing can be added between the check and the write. Members of `pg_write_all_data` can
+//! still change the tables: what they change while the server runs is written over from
+//! memory at the next write, and anything else is seen at start-up (the seal below). The header's `generation` (bumped with every write) and
+//! `digest` (the seal of the header and rows written, under a key only the data directory
+//! holds) tell a table emptied, edited or rolled back from the one the writer left
+//! (`snowflake_core::startup`).
 
 use pgrx::pg_sys;
 use pgrx::spi::Spi;
@@ -166,10 +170,55 @@ SELECT pg_catalog.format('%s may change snowflake_ext_state.%I (%s granted by %s
                               ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END,
                          t.relname, a.privilege_type, a.grantor::pg_catalog.regrole)
   FROM t, pg_catalog.aclexplode(t.relacl) a
- WHERE a.privilege_type OPERATOR(pg_catalog.=) ANY (ARRAY['INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'TRIGGER', 'REFERENCES'])
+ WHERE a.privilege_type OPERATOR(pg_catalog.=) ANY (ARRAY['INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'TRIGGER', 'REFERENCES', 'MAINTAIN'])
+   AND NOT EXISTS (SELECT FROM pg_catalog.pg_authid r
+                   WHERE r.oid OPERATOR(pg_catalog.=) a.grantee AND r.rolsuper)
+UNION ALL
+SELECT pg_catalog.format('%s may change the column %I of snowflake_ext_state.%I (%s granted by %s)',
+                         CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                              ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END,
+                         c.attname, t.relname, a.privilege_type, a.grantor::pg_catalog.regrole)
+  FROM t JOIN pg_catalog.pg_attribute c ON c.attrelid OPERATOR(pg_catalog.=) t.oid,
+       pg_catalog.aclexplode(c.attacl) a
+ WHERE a.privilege_type OPERATOR(pg_catalog.=) ANY (ARRAY['INSERT', 'UPDATE', 'REFERENCES'])
    AND NOT EXISTS (SELECT FROM pg_catalog.pg_authid r
                    WHERE r.oid OPERATOR(pg_catalog.=) a.grantee AND r.rolsuper)
 ";
+
+/// Every grant on the marks objects to a role but their owner: `REVOKE` statements for them.
+/// Default privileges (`ALTER DEFAULT PRIVILEGES` in the marks database) give new objects
+/// such grants; the writer takes them back from the objects it has just created.
+const GRANTS: &str = "
+SELECT pg_catalog.format('REVOKE ALL ON SCHEMA snowflake_ext_state FROM %s',
+                         CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                              ELSE pg_catalog.quote_ident(a.grantee::pg_catalog.regrole::pg_catalog.text) END)
+  FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+ WHERE n.nspname OPERATOR(pg_catalog.=) 'snowflake_ext_state' AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+UNION
+SELECT pg_catalog.format('REVOKE ALL ON TABLE snowflake_ext_state.%I FROM %s', c.relname,
+                         CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                              ELSE pg_catalog.quote_ident(a.grantee::pg_catalog.regrole::pg_catalog.text) END)
+  FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+ WHERE c.relnamespace OPERATOR(pg_catalog.=) 'snowflake_ext_state'::pg_catalog.regnamespace
+   AND c.relkind OPERATOR(pg_catalog.=) 'r' AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+";
+
+/// Takes back every grant on the marks objects the writer has just created.
+fn revoke_grants() -> Result<(), String> {
+    let statements: Vec<String> = Spi::connect(|client| {
+        client
+            .select(GRANTS, None, &[])
+            .map(|rows| {
+                rows.filter_map(|r| r.get::<String>(1).ok().flatten())
+                    .collect()
+            })
+            .map_err(|e| e.to_string())
+    })?;
+    for statement in statements {
+        Spi::run(&statement).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
 
 /// Why the marks schema cannot be trusted, if it cannot: every finding, each naming the object
 /// and its owner. `None`: it can be (or it does not exist).
@@ -260,7 +309,7 @@ pub fn read_meta() -> Result<Option<Meta>, Refusal> {
             layout,
             identity: identity(token as u64)?,
             generation: generation.unwrap_or(0) as u64,
-            digest: digest.filter(|_| format >= FORMAT).map(|d| d as u64),
+            digest: digest.map(|d| d as u64),
         })),
         _ => Err(Refusal::Failed(
             "the header row of snowflake_ext_state.meta is missing".into(),
@@ -350,10 +399,12 @@ pub struct Current {
 pub fn lock_for_write(layout: &Layout) -> Result<Option<Current>, Refusal> {
     if !schema_exists()? {
         Spi::run(CREATE_SCHEMA).map_err(|e| e.to_string())?;
+        revoke_grants()?;
     }
     if !tables_ready()? {
         trusted()?;
         Spi::run(CREATE_TABLES).map_err(|e| e.to_string())?;
+        revoke_grants()?;
     }
     Spi::run(
         "LOCK TABLE ONLY snowflake_ext_state.meta, snowflake_ext_state.marks IN ROW EXCLUSIVE MODE",
@@ -442,21 +493,34 @@ pub fn write(layout: &Layout, rows: &[(u32, Row)]) -> Result<(), String> {
     .map_err(|e| e.to_string())
 }
 
-/// Records in the header that the table now holds `rows` (every row it has), at `generation`.
-pub fn stamp(generation: u64, rows: &[Row]) -> Result<(), String> {
-    let digest = marks::digest(rows.iter().enumerate().map(|(w, r)| (w as u32, r)));
+/// Records in the header that the table now holds `rows` (every row it has), at
+/// `generation`, sealed with `key`.
+pub fn stamp(
+    key: &[u8; 16],
+    layout: &Layout,
+    token: u64,
+    generation: u64,
+    rows: &[Row],
+) -> Result<(), String> {
+    let layout = layout.to_string();
+    let header = marks::Header {
+        format: FORMAT,
+        layout: &layout,
+        token,
+        generation,
+    };
+    let seal = marks::seal(
+        key,
+        &header,
+        rows.iter().enumerate().map(|(w, r)| (w as u32, r)),
+    );
     Spi::run_with_args(
         "UPDATE ONLY snowflake_ext_state.meta SET format = $1, generation = $2, digest = $3",
         &[
             FORMAT.into(),
             (generation as i64).into(),
-            (digest as i64).into(),
+            (seal as i64).into(),
         ],
     )
     .map_err(|e| e.to_string())
-}
-
-/// The digest of rows as `read_marks` returns them.
-pub fn digest_of(rows: &[(u32, Row)]) -> u64 {
-    marks::digest(rows.iter().map(|(w, r)| (*w, r)))
 }

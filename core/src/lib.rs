@@ -21,6 +21,7 @@ pub mod generator;
 pub mod layout;
 pub mod legacy;
 pub mod marks;
+pub mod siphash;
 pub mod startup;
 pub mod text;
 pub mod timekeeper;

@@ -27,13 +27,31 @@ pub struct Row {
     pub reserved_to: u64,
 }
 
-/// A digest of the rows of a marks table, in worker order (rows equal to `Row::default()` are
-/// not in the table and not counted): the mark writer stores it in the table's header with
-/// every write, so a table whose rows were deleted, changed or added since is told apart from
-/// the one it wrote (`startup::decide`). FNV-1a, like the token file's checksum: it guards
-/// against accidents and careless hands, not forgery (only superusers can write the table).
-pub fn digest<'a>(rows: impl IntoIterator<Item = (u32, &'a Row)>) -> u64 {
+/// The header fields of a marks table that its seal covers, besides its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header<'a> {
+    pub format: i32,
+    pub layout: &'a str,
+    pub token: u64,
+    pub generation: u64,
+}
+
+/// The seal of a marks table: SipHash-2-4, under the key only the data directory holds, of
+/// its header and its rows in worker order (rows equal to `Row::default()` are not in the
+/// table and not counted). The mark writer stores it in the header with every write, so a
+/// table whose rows or header were changed since, through SQL, is told apart from the one it
+/// wrote (`startup::decide`).
+pub fn seal<'a>(
+    key: &[u8; 16],
+    header: &Header,
+    rows: impl IntoIterator<Item = (u32, &'a Row)>,
+) -> u64 {
     let mut bytes = Vec::new();
+    bytes.extend_from_slice(&header.format.to_le_bytes());
+    bytes.extend_from_slice(&(header.layout.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(header.layout.as_bytes());
+    bytes.extend_from_slice(&header.token.to_le_bytes());
+    bytes.extend_from_slice(&header.generation.to_le_bytes());
     for (worker, row) in rows {
         if *row == Row::default() {
             continue;
@@ -49,7 +67,7 @@ pub fn digest<'a>(rows: impl IntoIterator<Item = (u32, &'a Row)>) -> u64 {
             bytes.extend_from_slice(&tick.to_le_bytes());
         }
     }
-    crate::token::checksum(&bytes)
+    crate::siphash::siphash24(key, &bytes)
 }
 
 /// Sets up a worker from its row, when the marks are loaded after a start, and
@@ -587,21 +605,80 @@ mod tests {
     }
 
     #[test]
-    fn the_digest_sees_a_row_deleted_changed_or_added() {
+    fn the_seal_sees_a_row_or_the_header_changed_and_needs_the_key() {
         let row = |mark| Row {
             mark,
             ..Row::default()
         };
+        let key = [9u8; 16];
+        let header = Header {
+            format: 2,
+            layout: "snowflake",
+            token: 42,
+            generation: 7,
+        };
         let table = [(1, row(100)), (2, row(200))];
-        let d = digest(table.iter().map(|(w, r)| (*w, r)));
+        let sealed =
+            |h: &Header, rows: &[(u32, Row)]| seal(&key, h, rows.iter().map(|(w, r)| (*w, r)));
+        let s = sealed(&header, &table);
         assert_eq!(
-            d,
-            digest([(1, &row(100)), (2, &row(200)), (3, &Row::default())])
+            s,
+            sealed(
+                &header,
+                &[(1, row(100)), (2, row(200)), (3, Row::default())]
+            )
         );
-        assert_ne!(d, digest([(1, &row(100))]));
-        assert_ne!(d, digest([(1, &row(100)), (2, &row(201))]));
-        assert_ne!(d, digest([(1, &row(100)), (2, &row(200)), (3, &row(1))]));
-        assert_ne!(d, digest([(2, &row(100)), (1, &row(200))]));
-        assert_ne!(d, digest([]));
+        assert_ne!(s, sealed(&header, &[(1, row(100))]));
+        assert_ne!(s, sealed(&header, &[(1, row(100)), (2, row(201))]));
+        assert_ne!(
+            s,
+            sealed(&header, &[(1, row(100)), (2, row(200)), (3, row(1))])
+        );
+        assert_ne!(s, sealed(&header, &[(2, row(100)), (1, row(200))]));
+        assert_ne!(s, sealed(&header, &[]));
+        assert_ne!(
+            s,
+            sealed(
+                &Header {
+                    format: 1,
+                    ..header
+                },
+                &table
+            )
+        );
+        assert_ne!(
+            s,
+            sealed(
+                &Header {
+                    generation: 8,
+                    ..header
+                },
+                &table
+            )
+        );
+        assert_ne!(
+            s,
+            sealed(
+                &Header {
+                    token: 43,
+                    ..header
+                },
+                &table
+            )
+        );
+        assert_ne!(
+            s,
+            sealed(
+                &Header {
+                    layout: "sonyflake",
+                    ..header
+                },
+                &table
+            )
+        );
+        assert_ne!(
+            s,
+            seal(&[8u8; 16], &header, table.iter().map(|(w, r)| (*w, r)))
+        );
     }
 }

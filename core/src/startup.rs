@@ -15,8 +15,9 @@
 //!   copied, or `snowflake.database` names another database. Its marks may be lost: refuse;
 //! * a marks schema whose header row is missing, or whose objects another role made or could
 //!   change (the glue checks that, `marks_table.rs`): refuse;
-//! * a table whose rows are not the ones its header says the writer last wrote (rows deleted,
-//!   changed or added by hand, the table emptied): refuse;
+//! * a table whose seal (`marks::seal`, under the key the token file keeps) does not match its
+//!   header and rows: rows deleted, changed or added, the header changed, the table emptied,
+//!   through SQL by someone who cannot read the data directory: refuse;
 //! * a table whose generation is behind the one the token file records (an older copy
 //!   restored over it, or it was rolled back): refuse;
 //! * a token file or state file that cannot be read or is damaged, a table from a newer format
@@ -42,8 +43,20 @@ pub struct Meta {
     pub identity: token::Identity,
     /// Bumped by the mark writer with every write (0 in format 1).
     pub generation: u64,
-    /// `marks::digest` of the rows the writer last wrote (`None` in format 1).
+    /// `marks::seal` of the header and the rows the writer last wrote (`None` in format 1).
     pub digest: Option<u64>,
+}
+
+impl Meta {
+    /// The fields the seal covers.
+    pub fn header(&self) -> crate::marks::Header<'_> {
+        crate::marks::Header {
+            format: self.format,
+            layout: &self.layout,
+            token: self.identity.token,
+            generation: self.generation,
+        }
+    }
 }
 
 /// What the marks schema holds, as the mark writer found it.
@@ -54,8 +67,11 @@ pub enum Found {
     /// A marks schema that cannot be used: objects another role made or could change, a table
     /// missing, a header that cannot be read. Why, naming the object and its owner.
     Doubtful(String),
-    /// The marks table's header, and the digest of the rows it holds.
-    Table { meta: Meta, rows_digest: u64 },
+    /// The marks table's header, and its rows in worker order.
+    Table {
+        meta: Meta,
+        rows: Vec<(u32, crate::marks::Row)>,
+    },
 }
 
 /// What the token file held.
@@ -103,9 +119,9 @@ pub fn decide(found: &Found, file: &TokenFile, legacy: &Legacy, layout: &Layout)
         TokenFile::Absent => None,
         TokenFile::Token(t) => Some(*t),
     };
-    let (meta, rows_digest) = match found {
+    let (meta, rows) = match found {
         Found::Doubtful(why) => return Decision::Doubt(why.clone()),
-        Found::Table { meta, rows_digest } => (meta, *rows_digest),
+        Found::Table { meta, rows } => (meta, rows),
         Found::Nothing => {
             if let Some(t) = recorded {
                 return Decision::Doubt(format!(
@@ -152,13 +168,16 @@ pub fn decide(found: &Found, file: &TokenFile, legacy: &Legacy, layout: &Layout)
             t.identity.table
         ));
     }
-    if meta.digest.is_some_and(|d| d != rows_digest) {
-        return Decision::Doubt(
-            "the rows of snowflake_ext_state.marks are not the ones the mark writer last wrote \
-             (its header records another digest): rows were deleted, changed or added by hand, \
-             or the table was emptied"
-                .into(),
-        );
+    if let Some(key) = recorded.and_then(|t| t.key) {
+        let sealed = crate::marks::seal(&key, &meta.header(), rows.iter().map(|(w, r)| (*w, r)));
+        if meta.digest != Some(sealed) {
+            return Decision::Doubt(
+                "the rows of snowflake_ext_state.marks, or its header, are not the ones the mark \
+                 writer last wrote (their seal does not match): rows were deleted, changed or added \
+                 by hand, or the table was emptied"
+                    .into(),
+            );
+        }
     }
     match recorded {
         Some(t) if t.generation > meta.generation => Decision::Doubt(format!(
@@ -168,7 +187,7 @@ pub fn decide(found: &Found, file: &TokenFile, legacy: &Legacy, layout: &Layout)
             meta.generation, t.generation
         )),
         Some(t) => Decision::Load {
-            write_token: t.generation < meta.generation,
+            write_token: t.generation < meta.generation || t.key.is_none(),
         },
         None => Decision::Load { write_token: true },
     }
@@ -188,30 +207,49 @@ mod tests {
         }
     }
 
+    const KEY: [u8; 16] = [5; 16];
+
     /// The token file of a server that wrote table `token` last at generation 10.
     fn file(token: u64) -> TokenFile {
         TokenFile::Token(token::Recorded {
             identity: id(token),
             generation: 10,
+            key: Some(KEY),
         })
     }
 
-    fn meta(token: u64) -> Meta {
+    fn rows() -> Vec<(u32, crate::marks::Row)> {
+        vec![(
+            3,
+            crate::marks::Row {
+                mark: 1 << 30,
+                ..Default::default()
+            },
+        )]
+    }
+
+    /// A header as the writer seals it, over `rows()`.
+    fn sealed(meta: Meta) -> Meta {
+        let digest = crate::marks::seal(&KEY, &meta.header(), rows().iter().map(|(w, r)| (*w, r)));
         Meta {
+            digest: Some(digest),
+            ..meta
+        }
+    }
+
+    fn meta(token: u64) -> Meta {
+        sealed(Meta {
             format: FORMAT,
             layout: L.to_string(),
             identity: id(token),
             generation: 10,
-            digest: Some(99),
-        }
+            digest: None,
+        })
     }
 
-    /// The table with `meta` and the rows its header says.
+    /// The table with `meta` and `rows()`.
     fn table(meta: Meta) -> Found {
-        Found::Table {
-            rows_digest: meta.digest.unwrap_or(12345),
-            meta,
-        }
+        Found::Table { meta, rows: rows() }
     }
 
     fn doubt(d: Decision) -> String {
@@ -298,31 +336,47 @@ mod tests {
 
     #[test]
     fn a_table_behind_its_token_file_or_changed_by_hand_is_refused() {
-        // Emptied (TRUNCATE, DELETE) or edited while the server was down: the rows are not the
-        // ones the header records.
+        // Emptied (TRUNCATE, DELETE) or edited while the server was down: its seal fails.
         let emptied = Found::Table {
             meta: meta(7),
-            rows_digest: 0,
+            rows: Vec::new(),
         };
         assert!(doubt(decide(&emptied, &file(7), &Legacy::Absent, &L)).contains("by hand"));
-        // An older copy restored over it: consistent, but behind the generation the server
-        // last wrote.
-        let older = Meta {
-            generation: 9,
+        // The header downgraded to format 1 (whose tables had no seal), or its seal forged
+        // without the key: refused too.
+        let downgraded = Meta {
+            format: 1,
+            digest: None,
             ..meta(7)
         };
+        assert!(doubt(decide(&table(downgraded), &file(7), &Legacy::Absent, &L)).contains("seal"));
+        let forged = Meta {
+            digest: Some(crate::marks::seal(&[0; 16], &meta(7).header(), [])),
+            ..meta(7)
+        };
+        let forged_empty = Found::Table {
+            meta: forged,
+            rows: Vec::new(),
+        };
+        assert!(doubt(decide(&forged_empty, &file(7), &Legacy::Absent, &L)).contains("seal"));
+        // An older copy restored over it: sealed, but behind the generation the server last
+        // wrote.
+        let older = sealed(Meta {
+            generation: 9,
+            ..meta(7)
+        });
         assert!(doubt(decide(&table(older), &file(7), &Legacy::Absent, &L)).contains("behind"));
         // A table ahead of the file (a crash between the commit and the file) is loaded, and
         // the file brought up to date.
-        let ahead = Meta {
+        let ahead = sealed(Meta {
             generation: 11,
             ..meta(7)
-        };
+        });
         assert_eq!(
             decide(&table(ahead), &file(7), &Legacy::Absent, &L),
             Decision::Load { write_token: true }
         );
-        // A table of 0.2.0 (format 1: no generation, no digest) with its token file.
+        // A table of 0.2.0 (format 1: no generation, no seal) with its token file (no key).
         let old = Meta {
             format: 1,
             generation: 0,
@@ -332,10 +386,11 @@ mod tests {
         let old_file = TokenFile::Token(token::Recorded {
             identity: id(7),
             generation: 0,
+            key: None,
         });
         assert_eq!(
             decide(&table(old), &old_file, &Legacy::Absent, &L),
-            Decision::Load { write_token: false }
+            Decision::Load { write_token: true }
         );
         // Objects the writer cannot trust: refused with the reason the glue found.
         let foreign = Found::Doubtful("schema snowflake_ext_state is owned by app".into());

@@ -7,17 +7,19 @@
 //! pg_upgrade keep both OIDs. It also records the table's *generation*, a counter the mark
 //! writer bumps in the table's header with every write and copies here before any id below
 //! the marks it wrote is issued: a table whose generation is behind the file's was emptied,
-//! rolled back or replaced by an older copy (see `startup.rs`). The format, pure; the file is
-//! written and read by `token_file.rs`.
+//! rolled back or replaced by an older copy (see `startup.rs`). And it keeps the key the
+//! writer seals the table with (`marks::seal`): the table can be changed through SQL by more
+//! roles than can read this file, and none of them can seal an edited table.
 //!
-//! 48 bytes, little-endian: the magic `SFTOKEN1`, the format version (u32, 2), the database
-//! OID (u32), the table OID (u32), 4 zero bytes, the token (u64), the generation (u64), and an
-//! FNV-1a checksum of the 40 bytes before it (u64). Format 1 (snowflake_ext 0.2.0) had no
-//! generation and was 40 bytes long; it reads as generation 0.
+//! 64 bytes, little-endian: the magic `SFTOKEN1`, the format version (u32, 2), the database
+//! OID (u32), the table OID (u32), 4 zero bytes, the token (u64), the generation (u64), the
+//! key (16 bytes), and an FNV-1a checksum of the 56 bytes before it (u64). Format 1
+//! (snowflake_ext 0.2.0) had no generation and no key and was 40 bytes long; it reads as
+//! generation 0, without a key.
 
 pub const MAGIC: &[u8; 8] = b"SFTOKEN1";
 pub const FORMAT: u32 = 2;
-pub const LEN: usize = 48;
+pub const LEN: usize = 64;
 /// The length of format 1, which had no generation.
 const LEN_1: usize = 40;
 
@@ -29,11 +31,13 @@ pub struct Identity {
     pub table: u32,
 }
 
-/// What the token file records: which table, and the generation last written to it.
+/// What the token file records: which table, the generation last written to it, and the key
+/// it is sealed with (none in format 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Recorded {
     pub identity: Identity,
     pub generation: u64,
+    pub key: Option<[u8; 16]>,
 }
 
 /// Why the bytes are not a token file this version can read.
@@ -64,8 +68,9 @@ pub fn encode(recorded: &Recorded) -> [u8; LEN] {
     out[16..20].copy_from_slice(&id.table.to_le_bytes());
     out[24..32].copy_from_slice(&id.token.to_le_bytes());
     out[32..40].copy_from_slice(&recorded.generation.to_le_bytes());
-    let sum = checksum(&out[..40]);
-    out[40..].copy_from_slice(&sum.to_le_bytes());
+    out[40..56].copy_from_slice(&recorded.key.unwrap_or_default());
+    let sum = checksum(&out[..56]);
+    out[56..].copy_from_slice(&sum.to_le_bytes());
     out
 }
 
@@ -94,6 +99,7 @@ pub fn decode(bytes: &[u8]) -> Result<Recorded, Invalid> {
             table: u32_at(16),
         },
         generation: if format == 1 { 0 } else { u64_at(32) },
+        key: (format != 1).then(|| bytes[40..56].try_into().unwrap()),
     })
 }
 
@@ -109,6 +115,7 @@ mod tests {
     const REC: Recorded = Recorded {
         identity: ID,
         generation: 77,
+        key: Some([7; 16]),
     };
 
     #[test]
@@ -118,6 +125,7 @@ mod tests {
                 let r = Recorded {
                     identity: Identity { token, ..ID },
                     generation,
+                    key: Some([token as u8; 16]),
                 };
                 assert_eq!(decode(&encode(&r)), Ok(r));
             }
@@ -139,7 +147,8 @@ mod tests {
             decode(&old),
             Ok(Recorded {
                 identity: ID,
-                generation: 0
+                generation: 0,
+                key: None
             })
         );
     }
@@ -148,12 +157,12 @@ mod tests {
     fn torn_truncated_padded_damaged_and_newer_files_are_refused() {
         let good = encode(&REC);
         assert_eq!(decode(&good[..20]), Err(Invalid::NotATokenFile { len: 20 }));
-        assert_eq!(decode(&good[..40]), Err(Invalid::NotATokenFile { len: 40 }));
+        assert_eq!(decode(&good[..48]), Err(Invalid::NotATokenFile { len: 48 }));
         assert_eq!(decode(&[]), Err(Invalid::NotATokenFile { len: 0 }));
         let mut padded = good.to_vec();
         padded.extend_from_slice(&[0; 100]);
-        assert_eq!(decode(&padded), Err(Invalid::NotATokenFile { len: 148 }));
-        for at in [0, 9, 13, 17, 26, 33, 38, 46] {
+        assert_eq!(decode(&padded), Err(Invalid::NotATokenFile { len: 164 }));
+        for at in [0, 9, 13, 17, 26, 33, 38, 46, 55, 62] {
             let mut bad = good;
             bad[at] ^= 0x40;
             assert!(decode(&bad).is_err(), "a flip at byte {at} went unnoticed");

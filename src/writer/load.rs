@@ -5,12 +5,12 @@
 use super::{session, Writer, NAME};
 use crate::control::{State, TableState};
 use crate::marks_table::{self, Refusal};
-use crate::{clock, errors, token_file};
-use pgrx::prelude::*;
+use crate::{errors, token_file};
 use snowflake_core::layout::Layout;
 use snowflake_core::legacy;
 use snowflake_core::marks::{self, Row};
-use snowflake_core::startup::{self, Decision, Found, Legacy};
+use snowflake_core::startup::{self, Decision, Found, Legacy, TokenFile};
+use snowflake_core::token::Recorded;
 use std::sync::atomic::Ordering::*;
 
 impl Writer {
@@ -59,32 +59,17 @@ impl Writer {
     pub(super) fn load(&mut self) {
         let layout = *self.layout();
         let found = session::transaction(|| {
-            let (found, rows) = match marks_table::read_meta() {
-                Ok(None) => (Found::Nothing, Vec::new()),
-                Err(refusal) => {
-                    return (
-                        Found::Doubtful(refusal.to_string()),
-                        Vec::new(),
-                        Some(refusal),
-                    )
-                }
+            let found = match marks_table::read_meta() {
+                Ok(None) => Found::Nothing,
+                Err(refusal) => return (Found::Doubtful(refusal.to_string()), Some(refusal)),
                 Ok(Some(meta)) => match marks_table::read_marks(&layout) {
-                    Ok(rows) => (
-                        Found::Table {
-                            rows_digest: marks_table::digest_of(&rows),
-                            meta,
-                        },
-                        rows,
-                    ),
-                    Err(e) => (
-                        Found::Doubtful(format!("the marks table cannot be read: {e}")),
-                        Vec::new(),
-                    ),
+                    Ok(rows) => Found::Table { meta, rows },
+                    Err(e) => Found::Doubtful(format!("the marks table cannot be read: {e}")),
                 },
             };
-            (found, rows, None)
+            (found, None)
         });
-        let (found, rows, refusal) = match found {
+        let (found, refusal) = match found {
             Ok(found) => found,
             Err(e) => {
                 return self.set_state(
@@ -98,7 +83,14 @@ impl Writer {
             Found::Nothing => read_legacy(),
             _ => Legacy::Absent,
         };
-        let decision = startup::decide(&found, &token_file::read(), &legacy, &layout);
+        let file = token_file::read();
+        let decision = startup::decide(&found, &file, &legacy, &layout);
+        // The key the table is sealed with: the token file's, or (0.2.0's file, or none) a new
+        // one, with which the next write seals it.
+        let key = match file {
+            TokenFile::Token(Recorded { key: Some(key), .. }) => key,
+            _ => new_key(),
+        };
         let hint = match refusal {
             Some(Refusal::Untrusted(_)) => marks_table::UNTRUSTED_HINT,
             _ => "",
@@ -115,6 +107,7 @@ impl Writer {
                 }
                 self.set_table(TableState {
                     token: random_token(),
+                    key,
                     ..TableState::default()
                 });
                 let legacy = legacy.unwrap_or_default();
@@ -141,13 +134,14 @@ impl Writer {
                 }
             }
             Decision::Load { write_token } => {
-                let Found::Table { meta, .. } = found else {
+                let Found::Table { meta, rows } = found else {
                     unreachable!("a table to load")
                 };
                 self.set_table(TableState {
                     token: meta.identity.token,
                     identity: Some(meta.identity),
                     generation: meta.generation,
+                    key,
                     token_file_ok: !write_token,
                 });
                 self.stored.fill(Row::default());
@@ -203,16 +197,15 @@ fn read_legacy() -> Legacy {
     }
 }
 
-/// A random token for a new marks table.
+/// A random token for a new marks table (never 0, which means none).
 pub(super) fn random_token() -> u64 {
-    let mut bytes = [0u8; 8];
-    // SAFETY: pg_strong_random fills the buffer we pass, of the length we pass.
-    let ok = unsafe { pg_sys::pg_strong_random(bytes.as_mut_ptr().cast(), bytes.len()) };
-    let token = u64::from_le_bytes(bytes);
-    if ok && token != 0 {
-        token
-    } else {
-        // Never 0 (which means "none"); the clock is unique enough as a fallback.
-        (clock::unix_ms() as u64) | 1
-    }
+    crate::clock::random_u64()
+}
+
+/// A random key to seal a new marks table with.
+pub(super) fn new_key() -> [u8; 16] {
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&crate::clock::random_u64().to_le_bytes());
+    key[8..].copy_from_slice(&crate::clock::random_u64().to_le_bytes());
+    key
 }

@@ -2,7 +2,7 @@
 //! rewind while the marks are loaded, and only a restore of every worker while they are in
 //! doubt, which accepts the marks table as it is.
 
-use super::load::random_token;
+use super::load::{new_key, random_token};
 use super::{session, Writer};
 use crate::clock;
 use crate::control::{State, TableState};
@@ -86,6 +86,7 @@ impl Writer {
         self.set_table(TableState {
             token: random_token(),
             generation: self.table.generation,
+            key: new_key(),
             ..TableState::default()
         });
         let mut found = vec![Row::default(); self.stored.len()];

@@ -88,7 +88,7 @@ impl Writer {
                 marks_table::claim(&layout, table.token, &known_rows(&after))?
             };
             let generation = current.map_or(0, |c| c.generation).max(table.generation) + 1;
-            marks_table::stamp(generation, &after)?;
+            marks_table::stamp(&table.key, &layout, table.token, generation, &after)?;
             Ok::<_, Refusal>((identity, generation, !as_left && table.identity.is_some()))
         })
         .map_err(Refusal::Failed)??;
@@ -114,6 +114,7 @@ impl Writer {
             token: table.token,
             identity: Some(identity),
             generation,
+            key: table.key,
             token_file_ok: false,
         });
         // Before any id below these marks is issued: a table found behind this generation later
@@ -121,6 +122,7 @@ impl Writer {
         token_file::write(&Recorded {
             identity,
             generation,
+            key: Some(table.key),
         })
         .map_err(|e| {
             Refusal::Failed(format!(
