@@ -42,6 +42,31 @@ pub fn connect(shared: &Shared) {
         )
     };
     shared.control().connect_attempts = 0;
+    override_settings();
+}
+
+/// Applies `SETTINGS` before the first transaction, as autovacuum does its own: the database's
+/// and role's defaults are in effect from the connection on, and a transaction started under
+/// them could already be stopped (a `transaction_timeout`) or held up (a serializable,
+/// deferrable, read-only default waits for a safe snapshot).
+fn override_settings() {
+    for (name, value) in SETTINGS {
+        let name = std::ffi::CString::new(*name).expect("a setting's name");
+        let value = std::ffi::CString::new(*value).expect("a setting's value");
+        // SAFETY: plain calls with NUL-terminated strings that outlive them; a setting this
+        // major does not have (transaction_timeout before 17) is skipped, and every value
+        // here is valid, so SetConfigOption raises no error.
+        unsafe {
+            if !pg_sys::GetConfigOption(name.as_ptr(), true, false).is_null() {
+                pg_sys::SetConfigOption(
+                    name.as_ptr(),
+                    value.as_ptr(),
+                    pg_sys::GucContext::PGC_SUSET,
+                    pg_sys::GucSource::PGC_S_OVERRIDE,
+                );
+            }
+        }
+    }
 }
 
 /// What the writer's session runs with, whatever the marks database, the bootstrap superuser
@@ -50,6 +75,7 @@ pub fn connect(shared: &Shared) {
 /// tablespace or access method for the tables it creates, an ERROR promoted to FATAL), or
 /// make a name lookup run code planted on a search path.
 const SETTINGS: &[(&str, &str)] = &[
+    ("exit_on_error", "off"),
     ("search_path", "pg_catalog, pg_temp"),
     ("synchronous_commit", "on"),
     ("lock_timeout", "5s"),
@@ -65,7 +91,6 @@ const SETTINGS: &[(&str, &str)] = &[
     ("default_tablespace", ""),
     ("temp_tablespaces", ""),
     ("default_table_access_method", "heap"),
-    ("exit_on_error", "off"),
     ("check_function_bodies", "on"),
     ("standard_conforming_strings", "on"),
     ("transform_null_equals", "off"),
@@ -76,11 +101,12 @@ const SETTINGS: &[(&str, &str)] = &[
 /// restarted). `ALTER DATABASE ... SET` and `ALTER ROLE ... SET` reach a background worker's
 /// session like any other, and the owner of the marks database may be an ordinary role, so:
 ///
+/// * `SETTINGS` are in force from before its first transaction (`override_settings`);
 /// * the writer runs as the bootstrap superuser, even if a default says `role` or
 ///   `session_authorization`;
 /// * every other setting a database or role default changed goes back to its built-in
 ///   default;
-/// * then `SETTINGS` are applied, and checked.
+/// * then `SETTINGS` are applied again, in the session.
 pub fn set_up() {
     let steps: [(&str, fn()); 3] = [
         ("run as the bootstrap superuser", as_bootstrap_superuser),
