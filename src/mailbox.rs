@@ -12,8 +12,10 @@
 //! * an asker that gives up (a cancel, a timeout) withdraws its request: a request not yet
 //!   taken is never done behind its back; one already taken is finished by the writer and the
 //!   box emptied, since nobody waits for the answer;
-//! * an asker that died without withdrawing (a FATAL) leaves a request or an answer that
-//!   nobody collects: after `EXPIRES_MS` the next asker, or the writer, empties the box;
+//! * an asker that died without withdrawing (a FATAL, `pg_terminate_backend`) leaves a
+//!   request or an answer that nobody collects: the next asker, or the writer, empties the box
+//!   as soon as it sees the asker's process gone (a request already taken is finished and
+//!   dropped), and anyway after `EXPIRES_MS`;
 //! * a writer that exits while it works on a request answers it as failed when it starts
 //!   again.
 
@@ -81,6 +83,8 @@ pub struct Mailbox {
     since_ms: u64,
     /// The asker gave up while the writer worked on its request.
     abandoned: bool,
+    /// The asking backend's process id.
+    asker: i32,
     ask: Ask,
     answer: Answer,
     text: Text,
@@ -88,13 +92,27 @@ pub struct Mailbox {
 }
 
 impl Mailbox {
-    /// Empties the box of a request nobody took, or an answer nobody collected, in time.
+    /// Empties the box of a request nobody took, or an answer nobody collected, in time or
+    /// because the asker is gone; a request being worked on for an asker that is gone is
+    /// dropped once done.
     fn expire(&mut self, now_ms: u64) {
+        if self.post == Post::Empty {
+            return;
+        }
+        let gone = !alive(self.asker);
         let old = now_ms.saturating_sub(self.since_ms) > EXPIRES_MS;
-        if old && matches!(self.post, Post::Posted | Post::Answered) {
-            self.post = Post::Empty;
+        match self.post {
+            Post::Posted | Post::Answered if old || gone => self.post = Post::Empty,
+            Post::Taken if gone => self.abandoned = true,
+            _ => {}
         }
     }
+}
+
+/// Whether the process `pid` still exists (every backend runs as the same OS user).
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    pid > 0 && unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
 }
 
 /// Posts `ask`, waits for the writer's answer to it, and returns it; raises an error if the
@@ -102,6 +120,8 @@ impl Mailbox {
 /// request given up is withdrawn.
 pub fn ask(shared: &Shared, ask: Ask) -> Reply {
     let since = Instant::now();
+    // SAFETY: a plain read of this backend's process id.
+    let asker = unsafe { pg_sys::MyProcPid };
     let mine = loop {
         {
             let mut control = shared.control();
@@ -112,6 +132,7 @@ pub fn ask(shared: &Shared, ask: Ask) -> Reply {
                     number: mailbox.number + 1,
                     post: Post::Posted,
                     since_ms: clock::boot_ms(),
+                    asker,
                     ask,
                     ..Mailbox::default()
                 };
@@ -120,6 +141,8 @@ pub fn ask(shared: &Shared, ask: Ask) -> Reply {
         }
         wait(shared, since);
     };
+    // The writer's time to answer counts from here, not from the wait for the box.
+    let since = Instant::now();
     shared.wake_writer();
     // The shared state is only reached under the control lock, which an error releases.
     let for_body = std::panic::AssertUnwindSafe(shared);
