@@ -187,6 +187,7 @@ fn database_and_role_defaults_do_not_reach_the_mark_writer() {
         "exit_on_error = on",
         "default_transaction_read_only = on",
         "default_transaction_isolation = serializable",
+        "default_transaction_deferrable = on",
         "statement_timeout = 1",
         "lock_timeout = 1",
         "idle_in_transaction_session_timeout = 1",
@@ -200,6 +201,14 @@ fn database_and_role_defaults_do_not_reach_the_mark_writer() {
         app.batch_execute(&format!("ALTER DATABASE app SET {setting}"))
             .unwrap_or_else(|e| panic!("{setting}: {e}"));
     }
+    let version: i32 = app
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .unwrap()
+        .get(0);
+    if version >= 170_000 {
+        app.batch_execute("ALTER DATABASE app SET transaction_timeout = 1")
+            .unwrap();
+    }
     app.batch_execute("ALTER DATABASE app ALLOW_CONNECTIONS false")
         .unwrap();
     session(&cluster, "postgres", "postgres")
@@ -211,14 +220,26 @@ fn database_and_role_defaults_do_not_reach_the_mark_writer() {
     cluster.stop();
     cluster.start();
 
-    // Minting needs the writer to create its schema and commit marks in that database.
+    // A serializable read-write transaction stays open while the writer starts again: under
+    // the database's defaults (serializable, deferrable, read-only) its first transaction
+    // would wait for a safe snapshot as long as this one stays open.
+    let mut holder = session(&cluster, "postgres", "postgres");
+    holder
+        .batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE READ WRITE; SELECT 1")
+        .unwrap();
     let mut c = session(&cluster, "postgres", "postgres");
+    c.batch_execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
+    )
+    .unwrap();
+    // Minting needs the writer to create its schema and commit marks in that database.
     let ids = ids(
         &mut c,
         "SELECT snowflake_nextval() FROM generate_series(1, 20000)",
     );
     assert_strictly_increasing(&ids);
     assert_eq!(state(&mut c), "ready");
+    holder.batch_execute("COMMIT").unwrap();
     let writer_runs: bool = c
         .query_one(
             "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
@@ -335,7 +356,25 @@ fn a_marks_table_others_could_change_is_refused_until_that_is_undone() {
             "snowflake_ext_state.marks (owned by postgres) has row level security",
             "ALTER TABLE snowflake_ext_state.marks DISABLE ROW LEVEL SECURITY",
         ),
+        (
+            "GRANT USAGE ON SCHEMA snowflake_ext_state TO app; GRANT UPDATE (mark) ON snowflake_ext_state.marks TO app",
+            "app may change the column mark of snowflake_ext_state.marks (UPDATE granted by postgres)",
+            "REVOKE UPDATE (mark) ON snowflake_ext_state.marks FROM app; REVOKE USAGE ON SCHEMA snowflake_ext_state FROM app",
+        ),
     ];
+    let mut cases = cases.to_vec();
+    let version: i32 = c
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .unwrap()
+        .get(0);
+    if version >= 170_000 {
+        // MAINTAIN lets a role lock the table (and hold up every write).
+        cases.push((
+            "GRANT MAINTAIN ON snowflake_ext_state.marks TO app",
+            "app may change snowflake_ext_state.marks (MAINTAIN granted by postgres)",
+            "REVOKE MAINTAIN ON snowflake_ext_state.marks FROM app",
+        ));
+    }
     for (worker, (change, named, undo)) in (5..).zip(cases) {
         c.batch_execute(change).unwrap();
         let e = error_of(&mut c, &format!("SELECT snowflake_nextval({worker})"));
@@ -518,4 +557,136 @@ fn eight_superusers_asking_the_writer_at_once_each_get_their_own_answer() {
             }
         }
     }
+}
+
+/// A member of pg_write_all_data can change the marks table through SQL. While the server
+/// runs, its change is written over at the writer's next write; if the server goes down first,
+/// the table's seal (under a key only the data directory holds) gives the change away, however
+/// the header is forged, and the server refuses to mint instead of repeating ids.
+#[test]
+fn a_member_of_pg_write_all_data_cannot_lower_the_marks() {
+    let (cluster, largest) = minting("trust-write-all");
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE ROLE bob LOGIN; GRANT pg_write_all_data TO bob")
+        .unwrap();
+    // A server whose marks are all bob can reach stays ready: the grant is cluster-wide.
+    assert_eq!(state(&mut c), "ready");
+    // The forgeries: the rows deleted, with the header made to look like 0.2.0's (no seal) or
+    // given the digest an empty table had under the old, keyless scheme.
+    // (bob may write but not read: he sets worker 4's mark, the only row, ten minutes lower.)
+    let lower: i64 = c
+        .query_one(
+            "SELECT mark - (600000::bigint << 22) FROM snowflake_ext_state.marks WHERE worker = 4",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    // The lowered mark first: after a restore the table has a row for every worker.
+    for forge in [
+        format!("UPDATE snowflake_ext_state.marks SET mark = {lower}"),
+        "UPDATE snowflake_ext_state.meta SET format = 1; DELETE FROM snowflake_ext_state.marks;".to_string(),
+        "DELETE FROM snowflake_ext_state.marks; UPDATE snowflake_ext_state.meta SET digest = -3750763034362895579;".to_string(),
+    ] {
+        let mut bob = session(&cluster, "postgres", "bob");
+        bob.batch_execute(&forge).unwrap();
+        drop(bob);
+        cluster.kill_postmaster();
+        cluster.set_clock_offset(-600);
+        cluster.start();
+        let mut c = cluster.connect();
+        wait_for_state(&mut c, "in doubt");
+        let e = error_of(&mut c, "INSERT INTO t (v) VALUES (0)");
+        assert_eq!(e.code, "55000", "{forge}: {e:?}");
+        assert!(e.message.contains("seal does not match"), "{forge}: {e:?}");
+        c.query_one("SELECT snowflake_restore_mark(ARRAY['t']::regclass[])", &[])
+            .unwrap();
+        assert_mints_above(&cluster, largest);
+        cluster.set_clock_offset(0);
+    }
+}
+
+/// A grant that default privileges in the marks database give every new table does not stop
+/// a fresh server: the writer takes it back from the tables it creates.
+#[test]
+fn default_privileges_in_the_marks_database_are_taken_back() {
+    let cluster = server_with_app_database("trust-default-privileges");
+    cluster.start();
+    let mut marks = session(&cluster, "app", "postgres");
+    marks
+        .batch_execute(
+            "CREATE ROLE app_rw;
+             ALTER DEFAULT PRIVILEGES GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO app_rw;
+             ALTER DEFAULT PRIVILEGES GRANT USAGE ON SCHEMAS TO app_rw;",
+        )
+        .unwrap();
+    let mut c = session(&cluster, "postgres", "postgres");
+    let ids = ids(
+        &mut c,
+        "SELECT snowflake_nextval() FROM generate_series(1, 1000)",
+    );
+    assert_strictly_increasing(&ids);
+    let grants: i64 = marks
+        .query_one(
+            "SELECT (SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a
+                      WHERE c.relnamespace = 'snowflake_ext_state'::regnamespace
+                        AND a.grantee = 'app_rw'::regrole)
+                  + (SELECT count(*) FROM pg_namespace n, aclexplode(n.nspacl) a
+                      WHERE n.nspname = 'snowflake_ext_state' AND a.grantee = 'app_rw'::regrole)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(grants, 0);
+}
+
+/// A superuser whose request to the writer was under way is terminated (a FATAL: it cannot
+/// withdraw the request): the next superuser's request is served as soon as the writer is
+/// free, not after the mailbox's 30 s expiry.
+#[test]
+fn a_terminated_askers_request_does_not_hold_the_mailbox() {
+    let (cluster, _) = minting("trust-mailbox-fatal");
+    let mut locker = cluster.connect();
+    // The writer cannot write while the marks table is locked: the request stays with it.
+    locker
+        .batch_execute("BEGIN; LOCK TABLE snowflake_ext_state.marks IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+    let above = (unix_ms_now() + 3_600_000 - EPOCH_UNIX_MS) << 22 | (5 << 12);
+    let asker = {
+        let conninfo = cluster.conninfo("postgres");
+        std::thread::spawn(move || {
+            let mut a = Client::connect(&conninfo, NoTls).unwrap();
+            a.query_one("SELECT snowflake_restore_mark(5, $1)", &[&above])
+                .map(|_| ())
+        })
+    };
+    let mut c = cluster.connect();
+    let pid: i32 = wait_for("the asker to wait for the writer", PATIENCE, || {
+        c.query_opt(
+            "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT snowflake_restore_mark(5,%' AND wait_event_type = 'Extension'",
+            &[],
+        )
+        .unwrap()
+        .map(|r| r.get(0))
+    });
+    c.batch_execute(&format!("SELECT pg_terminate_backend({pid})"))
+        .unwrap();
+    assert!(
+        asker.join().unwrap().is_err(),
+        "the asker was not terminated"
+    );
+    locker.batch_execute("COMMIT").unwrap();
+    // Served long before the 30 s after which an answer nobody collects expires.
+    c.batch_execute("SET statement_timeout = '25s'").unwrap();
+    let above6 = (unix_ms_now() + 60_000 - EPOCH_UNIX_MS) << 22 | (6 << 12);
+    let mark: i64 = c
+        .query_one("SELECT snowflake_restore_mark(6, $1)", &[&above6])
+        .unwrap()
+        .get(0);
+    assert!(mark > above6);
+    // The terminated asker's request was done (it was under way), not lost halfway.
+    let five: i64 = c
+        .query_one("SELECT snowflake_nextval(5)", &[])
+        .unwrap()
+        .get(0);
+    assert!(five > above);
 }
