@@ -156,8 +156,11 @@ impl Writer {
             }
             if written.is_err() {
                 latch::wait(Some(Instant::now() + RETRY), Until::Deadline);
-            } else {
-                // Sleep until a backend asks: an idle server writes nothing.
+            } else if !self.shared.mark_requested.load(SeqCst) {
+                // Sleep until a backend asks: an idle server writes nothing. A request made
+                // during the pass is not slept on: its wake-up may be gone, since PostgreSQL's
+                // own waits in the transaction (for a lock, for a synchronous standby) wait on
+                // this process's latch too, and reset it.
                 latch::wait(None, Until::Latch);
             }
         }
