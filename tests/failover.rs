@@ -93,18 +93,9 @@ fn assert_promoted_standby_mints_above(standby: &Cluster, handed_out: i64, worke
     assert_eq!(workers, 0);
 }
 
-#[test]
-fn a_hot_standby_refuses_every_generating_function_and_still_decodes() {
-    let primary = started("standby-primary", &["snowflake.worker_id=5"]);
-    let id: i64 = primary
-        .connect()
-        .query_one("SELECT snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
-    let standby = Cluster::standby_of(&primary, "standby-hot", &[]);
-    standby.start();
-    standby.wait_caught_up(&primary);
-    let mut c = standby.connect();
+/// Every generating function, and every administrator's change of the marks, raises 25006 on
+/// the standby `c` is connected to, saying that the primary mints.
+fn assert_refuses_to_mint(c: &mut postgres::Client) {
     for sql in [
         "SELECT snowflake_nextval()",
         "SELECT snowflake_nextval(5)",
@@ -113,7 +104,7 @@ fn a_hot_standby_refuses_every_generating_function_and_still_decodes() {
         "SELECT * FROM snowflake_nextval_batch(5, 10)",
         "BEGIN READ ONLY; SELECT snowflake_nextval(); COMMIT",
     ] {
-        let e = error_of(&mut c, sql);
+        let e = error_of(c, sql);
         assert_eq!(e.code, "25006", "{sql}: {e:?}");
         assert!(e.message.contains("during recovery"), "{sql}: {e:?}");
         assert!(
@@ -136,8 +127,23 @@ fn a_hot_standby_refuses_every_generating_function_and_still_decodes() {
         "SELECT snowflake_restore_mark(1)",
         "SELECT * FROM snowflake_rewind(5)",
     ] {
-        assert_eq!(error_of(&mut c, sql).code, "25006", "{sql}");
+        assert_eq!(error_of(c, sql).code, "25006", "{sql}");
     }
+}
+
+#[test]
+fn a_hot_standby_refuses_every_generating_function_and_still_decodes() {
+    let primary = started("standby-primary", &["snowflake.worker_id=5"]);
+    let id: i64 = primary
+        .connect()
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    let standby = Cluster::standby_of(&primary, "standby-hot", &[]);
+    standby.start();
+    standby.wait_caught_up(&primary);
+    let mut c = standby.connect();
+    assert_refuses_to_mint(&mut c);
     // Decoding and the other pure functions work.
     let row = c
         .query_one(
@@ -192,6 +198,57 @@ fn an_asynchronous_standby_that_caught_up_promoted_with_its_clock_behind_mints_a
     primary.kill_postmaster();
     standby.set_clock_offset(-5);
     assert_promoted_standby_mints_above(&standby, handed_out, 5);
+}
+
+#[test]
+fn a_cascading_standby_refuses_to_mint_and_promoted_directly_with_its_clock_behind_mints_above() {
+    let primary = started("cascade-primary", &["snowflake.worker_id=5"]);
+    primary
+        .connect()
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap();
+    let a = Cluster::standby_of(&primary, "cascade-a", &[]);
+    a.start();
+    a.wait_caught_up(&primary);
+    // B's base backup is taken from standby A, and B streams from A (pg_basebackup -R names
+    // the server it copied).
+    let mut b = Cluster::standby_of(&a, "cascade-b", &[]);
+    b.use_faketime();
+    b.start();
+    let mut cb = b.connect();
+    wait_until("B to stream from A", PATIENCE, || {
+        cb.query_opt(
+            "SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming' AND sender_port = $1",
+            &[&i32::from(a.port)],
+        )
+        .unwrap()
+        .is_some()
+    });
+    let senders: i64 = primary
+        .connect()
+        .query_one("SELECT count(*) FROM pg_stat_replication", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(senders, 1, "the primary streams to A only");
+    b.wait_caught_up(&primary);
+    for standby in [&a, &b] {
+        let mut c = standby.connect();
+        assert_refuses_to_mint(&mut c);
+        let state: String = c
+            .query_one("SELECT state FROM snowflake_status()", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(state, "standby");
+    }
+    let handed_out = run_ahead(&primary);
+    // What an HA manager checks before it promotes: B has replayed what the primary flushed,
+    // through A.
+    b.wait_caught_up(&primary);
+    primary.kill_postmaster();
+    b.set_clock_offset(-5);
+    assert_promoted_standby_mints_above(&b, handed_out, 5);
+    // A, a standby of the dead primary, still mints nothing.
+    assert_refuses_to_mint(&mut a.connect());
 }
 
 /// `cp -a` a data directory as root, keeping it postgres's.
