@@ -251,6 +251,157 @@ fn a_cascading_standby_refuses_to_mint_and_promoted_directly_with_its_clock_behi
     assert_refuses_to_mint(&mut a.connect());
 }
 
+/// Panics, naming them, if any id of `ids` is there twice.
+fn assert_no_duplicates(ids: &[i64]) {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    let twice: Vec<i64> = sorted
+        .windows(2)
+        .filter(|pair| pair[0] == pair[1])
+        .map(|pair| pair[0])
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "{} of {} ids were handed out twice, among them {:?}",
+        twice.len(),
+        ids.len(),
+        &twice[..twice.len().min(10)]
+    );
+}
+
+#[test]
+fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_above_the_new_one() {
+    // The test clusters have no data checksums: pg_rewind needs wal_log_hints. wal_keep_size
+    // keeps the old primary's WAL back to the last checkpoint both servers share, which
+    // pg_rewind reads.
+    let mut old = started(
+        "rewind-old",
+        &[
+            "snowflake.worker_id=5",
+            "wal_log_hints=on",
+            "wal_keep_size=1GB",
+        ],
+    );
+    let mut new = Cluster::standby_of(&old, "rewind-new", &[]);
+    new.use_faketime();
+    new.start();
+    let mut before = mint(&old, 3, "SELECT snowflake_nextval_batch(50000)");
+    before.push(run_ahead(&old));
+    let largest_before = *before.iter().max().unwrap();
+    new.wait_caught_up(&old);
+
+    // The standby is cut off; the old primary writes WAL that the standby never gets (a table,
+    // no ids: ids minted on both sides of a split would be two servers with one worker id),
+    // and is stopped cleanly.
+    let mut c = new.connect();
+    c.batch_execute("ALTER SYSTEM SET primary_conninfo = ''")
+        .unwrap();
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let mut o = old.connect();
+    wait_until("the old primary to lose its standby", PATIENCE, || {
+        o.query_one("SELECT count(*) = 0 FROM pg_stat_replication", &[])
+            .unwrap()
+            .get(0)
+    });
+    o.batch_execute(
+        "CREATE TABLE written_after_the_split AS SELECT g FROM generate_series(1, 1000) g",
+    )
+    .unwrap();
+    drop(o);
+    old.stop();
+
+    // Failover: the standby is promoted with its clock behind, mints, and is stopped cleanly.
+    new.set_clock_offset(-5);
+    new.promote();
+    wait_until_primary(&new);
+    let on_new = mint(
+        &new,
+        4,
+        "SELECT snowflake_nextval() FROM generate_series(1, 5000)",
+    );
+    let lowest = *on_new.iter().min().unwrap();
+    assert!(
+        lowest > largest_before,
+        "the new primary minted {lowest}, not above {largest_before}:\n{}",
+        new.log()
+    );
+    let largest_new = *on_new.iter().max().unwrap();
+    new.stop();
+
+    // The old primary is rewound to the new one's state and started again as a primary (no
+    // standby.signal), its clock an hour back. pg_rewind copies the new primary's
+    // configuration too: the old one gets its own port and socket directory back.
+    let out = run_as_postgres(
+        Path::new("/"),
+        &pg_bin("pg_rewind"),
+        &[
+            "--target-pgdata",
+            old.dir.to_str().unwrap(),
+            "--source-pgdata",
+            new.dir.to_str().unwrap(),
+        ],
+    );
+    assert!(out.contains("servers diverged at WAL location"), "{out}");
+    assert!(!out.contains("no rewind required"), "{out}");
+    assert!(!old.dir.join("standby.signal").exists());
+    // The test clusters keep their sockets in the data directory: pg_basebackup copied the
+    // old primary's socket lock file to the new one, and pg_rewind copied it back. No server
+    // holds it.
+    for entry in std::fs::read_dir(&old.dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.starts_with(".s.PGSQL.") && name.ends_with(".lock") {
+            std::fs::remove_file(old.dir.join(name)).unwrap();
+        }
+    }
+    {
+        use std::io::Write;
+        let mut conf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(old.dir.join("postgresql.conf"))
+            .unwrap();
+        writeln!(
+            conf,
+            "port = {}\nunix_socket_directories = '{}'",
+            old.port,
+            old.dir.display()
+        )
+        .unwrap();
+    }
+    // pg_rewind copied the new primary's server log too.
+    let log_from = old.log().len();
+    old.use_faketime();
+    old.set_clock_offset(-3600);
+    old.start();
+    wait_until_primary(&old);
+    let mut o = old.connect();
+    let diverged: bool = o
+        .query_one(
+            "SELECT to_regclass('written_after_the_split') IS NOT NULL",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(!diverged, "the old primary was not rewound");
+    let after = mint(
+        &old,
+        4,
+        "SELECT snowflake_nextval() FROM generate_series(1, 5000)",
+    );
+    let lowest = *after.iter().min().unwrap();
+    assert!(
+        lowest > largest_new,
+        "the rewound old primary minted {lowest}, not above {largest_new} minted by the new one:\n{}",
+        old.log()
+    );
+    assert!(
+        old.log()[log_from..].contains("behind the high-water mark of worker 5"),
+        "{}",
+        old.log()
+    );
+    let all: Vec<i64> = [before, on_new, after].concat();
+    assert_no_duplicates(&all);
+}
+
 /// `cp -a` a data directory as root, keeping it postgres's.
 fn copy_dir(from: &Path, to: &Path) {
     let out = std::process::Command::new("cp")
