@@ -522,3 +522,83 @@ fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
         cluster.log()
     );
 }
+
+/// The state of the mark writer and the marks database it names, from `snowflake_status()`.
+fn status(cluster: &Cluster) -> (String, String) {
+    let row = cluster
+        .connect()
+        .query_one("SELECT state, marks_database FROM snowflake_status()", &[])
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+#[test]
+fn snowflake_database_changed_under_existing_marks_refuses_until_set_back_or_restored() {
+    let (cluster, largest) = prepared("fault-otherdb");
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE DATABASE other").unwrap();
+    c.batch_execute("ALTER SYSTEM SET snowflake.database = 'other'")
+        .unwrap();
+    restart_an_hour_back(&cluster, |_| {});
+    // Both reasons the server can give (the table gone, another table) say this.
+    let why = "snowflake.database names another database than before";
+    assert_refused(&cluster, why);
+    assert_eq!(status(&cluster), ("in doubt".into(), "other".into()));
+
+    // Set back: the marks are found where they were.
+    cluster
+        .connect()
+        .batch_execute("ALTER SYSTEM RESET snowflake.database")
+        .unwrap();
+    restart_an_hour_back(&cluster, |_| {});
+    let largest = assert_mints_above(&cluster, largest);
+    assert_eq!(status(&cluster), ("ready".into(), "postgres".into()));
+
+    // The other way out: the new database kept, and the marks restored above every id issued.
+    cluster
+        .connect()
+        .batch_execute("ALTER SYSTEM SET snowflake.database = 'other'")
+        .unwrap();
+    restart_an_hour_back(&cluster, |_| {});
+    assert_refused(&cluster, why);
+    let next: i64 = cluster
+        .connect()
+        .query_one("SELECT snowflake_restore_mark($1::bigint)", &[&largest])
+        .unwrap()
+        .get(0);
+    assert!(next > largest, "{next} is not above {largest}");
+    let largest = assert_mints_above(&cluster, largest);
+    assert_eq!(status(&cluster), ("ready".into(), "other".into()));
+    let mark: i64 = cluster
+        .connect_to("other")
+        .query_one(
+            "SELECT mark FROM snowflake_ext_state.marks WHERE worker = 4",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        mark > largest,
+        "the marks in database other ({mark}) are not above {largest}"
+    );
+    // The marks are now the ones in the new database: found there after a restart...
+    restart_an_hour_back(&cluster, |_| {});
+    let largest = assert_mints_above(&cluster, largest);
+    // ...while the old ones, left behind in postgres and below the ids issued since, are no
+    // longer taken for this server's.
+    cluster
+        .connect()
+        .batch_execute("ALTER SYSTEM RESET snowflake.database")
+        .unwrap();
+    restart_an_hour_back(&cluster, |_| {});
+    assert_refused(&cluster, why);
+    let stale: i64 = cluster
+        .connect()
+        .query_one(
+            "SELECT mark FROM snowflake_ext_state.marks WHERE worker = 4",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(stale < largest, "the old marks were not left behind");
+}
