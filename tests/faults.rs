@@ -602,3 +602,94 @@ fn snowflake_database_changed_under_existing_marks_refuses_until_set_back_or_res
         .get(0);
     assert!(stale < largest, "the old marks were not left behind");
 }
+
+/// Loads the library at the next start of the server, or not (an empty
+/// `shared_preload_libraries` after the one `scripts/pg-cluster` wrote in postgresql.conf).
+fn preload(cluster: &Cluster, on: bool) {
+    const UNLOADED: &str = "shared_preload_libraries = '' # unloaded by the test";
+    let conf = cluster.dir.join("postgresql.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let mut lines: Vec<&str> = text.lines().filter(|l| *l != UNLOADED).collect();
+    if !on {
+        lines.push(UNLOADED);
+    }
+    std::fs::write(&conf, lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn the_marks_database_cannot_be_renamed_under_the_writer_and_renamed_while_unloaded_refuses() {
+    let mut cluster = Cluster::new(
+        "fault-rename",
+        &["snowflake.worker_id=4", "snowflake.database=marks"],
+    );
+    cluster.use_faketime();
+    cluster.start();
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE DATABASE marks").unwrap();
+    // Restarted so that the writer, which failed to connect to the database that did not exist
+    // yet and backs off, connects at once.
+    cluster.stop();
+    cluster.start();
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "CREATE EXTENSION snowflake_ext;
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
+         INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
+    )
+    .unwrap();
+    let largest: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    assert_eq!(status(&cluster), ("ready".into(), "marks".into()));
+    let in_marks: i64 = cluster
+        .connect_to("marks")
+        .query_one("SELECT count(*) FROM snowflake_ext_state.marks", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(in_marks, 1, "the marks are not in database marks");
+
+    // While the server runs, the mark writer is connected to the database: it cannot be
+    // renamed, and ids go on.
+    let e = error_of(&mut c, "ALTER DATABASE marks RENAME TO marks_renamed");
+    assert_eq!(e.code, "55006", "{e:?}");
+    assert!(
+        e.message.contains("is being accessed by other users"),
+        "{e:?}"
+    );
+    let largest = assert_mints_above(&cluster, largest);
+    assert_eq!(status(&cluster), ("ready".into(), "marks".into()));
+
+    // Renamed while the library is not loaded (no mark writer): at the next start, the clock
+    // an hour back, the writer finds no database "marks" and the server refuses to mint.
+    cluster.stop();
+    preload(&cluster, false);
+    cluster.start();
+    let mut c = cluster.connect();
+    let preloaded: bool = c
+        .query_one("SELECT preloaded FROM snowflake_worker_id()", &[])
+        .unwrap()
+        .get(0);
+    assert!(!preloaded);
+    c.batch_execute("ALTER DATABASE marks RENAME TO marks_renamed")
+        .unwrap();
+    let log_from = cluster.log().len();
+    restart_an_hour_back(&cluster, |_| preload(&cluster, true));
+    wait_until("the mark writer to fail to connect", PATIENCE, || {
+        cluster.log()[log_from..].contains("database \"marks\" does not exist")
+    });
+    let mut c = cluster.connect();
+    let e = error_of(&mut c, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(e.message.contains("has not loaded the marks"), "{e:?}");
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("\"marks\""),
+        "{e:?}"
+    );
+    assert_eq!(status(&cluster), ("starting".into(), "marks".into()));
+
+    // Renamed back (the writer is not connected to it, so the server may run): after a
+    // restart, still an hour back, ids continue above every id issued.
+    c.batch_execute("ALTER DATABASE marks_renamed RENAME TO marks")
+        .unwrap();
+    restart_an_hour_back(&cluster, |_| {});
+    assert_mints_above(&cluster, largest);
+    assert_eq!(status(&cluster), ("ready".into(), "marks".into()));
+}
