@@ -8,6 +8,8 @@ mod common;
 
 use common::*;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
 
 /// The ids `sql` hands out to `sessions` concurrent clients, all of them.
 fn mint(cluster: &Cluster, sessions: usize, sql: &'static str) -> Vec<i64> {
@@ -400,6 +402,201 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
     );
     let all: Vec<i64> = [before, on_new, after].concat();
     assert_no_duplicates(&all);
+}
+
+/// Whether a backend of the server `c` is connected to matches `condition` in pg_stat_activity.
+fn activity(c: &mut postgres::Client, condition: &str) -> bool {
+    c.query_one(
+        &format!("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE {condition})"),
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// A session that calls `snowflake_nextval()` again and again, on a thread of its own, until
+/// `stop` is set or its connection is lost; the thread returns the ids it got and how many
+/// calls were refused with 55000 (a mark not written in time). Any other error of the server
+/// fails the test.
+fn probe(conninfo: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(Vec<i64>, usize)> {
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+        let (mut got, mut refused) = (Vec::new(), 0);
+        while !stop.load(SeqCst) {
+            match c.query_one("SELECT snowflake_nextval()", &[]) {
+                Ok(row) => got.push(row.get(0)),
+                Err(e) => match e.as_db_error() {
+                    Some(db) if db.code().code() == "55000" => refused += 1,
+                    Some(db) => panic!("minting failed: {db:?}"),
+                    None => break,
+                },
+            }
+        }
+        (got, refused)
+    })
+}
+
+/// The condition on pg_stat_activity that matches a probe waiting inside the extension (for a
+/// mark).
+const PROBE_WAITS: &str = "pid <> pg_backend_pid() AND query = 'SELECT snowflake_nextval()' \
+                           AND wait_event_type = 'Extension'";
+
+/// The persisted mark of worker 5.
+fn persisted_mark(c: &mut postgres::Client) -> i64 {
+    c.query_opt(
+        "SELECT persisted_mark FROM snowflake_stats WHERE worker = 5",
+        &[],
+    )
+    .unwrap()
+    .map_or(0, |r| r.get(0))
+}
+
+#[test]
+fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_until_it_returns() {
+    const SESSIONS: usize = 4;
+    const ROWS: usize = 100;
+    let primary = started("syncstop-primary", &["snowflake.worker_id=5"]);
+    let mut c = primary.connect();
+    c.batch_execute(
+        "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), session int NOT NULL)",
+    )
+    .unwrap();
+    let mut standby = Cluster::standby_of(&primary, "syncstop-standby", &[]);
+    standby.use_faketime();
+    standby.start();
+    c.batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        .unwrap();
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_for_synchronous_standby(&mut c);
+    let writer: i32 = c
+        .query_one(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let writer_waits = format!("pid = {writer} AND wait_event = 'SyncRep'");
+
+    // Sessions insert rows whose ids the column's default mints, each row in a transaction of
+    // its own, and one more session mints ids alone, all without pause. (Threads of their
+    // own, not scoped: a failed wait below must not wait for a session stuck in a commit.)
+    let stop = Arc::new(AtomicBool::new(false));
+    let committed: Arc<Vec<AtomicUsize>> =
+        Arc::new((0..SESSIONS).map(|_| AtomicUsize::new(0)).collect());
+    let loaders: Vec<_> = (0..SESSIONS)
+        .map(|session| {
+            let (stop, committed) = (stop.clone(), committed.clone());
+            let conninfo = primary.conninfo("postgres");
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                let mut got: Vec<i64> = Vec::new();
+                while !stop.load(SeqCst) {
+                    let row = c
+                        .query_one(
+                            "INSERT INTO t (session) VALUES ($1) RETURNING id",
+                            &[&(session as i32)],
+                        )
+                        .unwrap();
+                    got.push(row.get(0));
+                    committed[session].fetch_add(1, SeqCst);
+                }
+                got
+            })
+        })
+        .collect();
+    let prober = probe(primary.conninfo("postgres"), stop.clone());
+    let all_past = |n: &[usize]| {
+        committed
+            .iter()
+            .zip(n)
+            .all(|(done, &n)| done.load(SeqCst) >= n + ROWS)
+    };
+    wait_until("every session to commit rows", PATIENCE, || {
+        all_past(&[0; SESSIONS])
+    });
+    // While the standby answers, the mark writer raises the marks again and again: the
+    // persisted mark moves two seconds past the first one seen.
+    let first_mark = persisted_mark(&mut c);
+    wait_until(
+        "the marks to be raised with the synchronous standby up",
+        PATIENCE,
+        || persisted_mark(&mut c) > first_mark + (2000 << 22),
+    );
+
+    // The standby stops in the middle of the load: every insert's commit waits for it, the
+    // mark writer's next commit too, and so does the minting that needs a new mark.
+    standby.stop();
+    wait_until(
+        "every inserting session to wait for the standby",
+        PATIENCE,
+        || {
+            c.query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE query LIKE 'INSERT INTO t %' AND wait_event = 'SyncRep'",
+                &[],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+                == SESSIONS as i64
+        },
+    );
+    wait_until("the mark writer to wait for the standby", PATIENCE, || {
+        activity(&mut c, &writer_waits)
+    });
+    wait_until("the probe to wait for a mark", PATIENCE, || {
+        activity(&mut c, PROBE_WAITS)
+    });
+    let held: Vec<usize> = committed.iter().map(|n| n.load(SeqCst)).collect();
+
+    // The standby returns; the load goes on.
+    standby.start();
+    wait_for_synchronous_standby(&mut c);
+    wait_until("every session to commit more rows", PATIENCE, || {
+        all_past(&held)
+    });
+    stop.store(true, SeqCst);
+    let inserted: Vec<Vec<i64>> = loaders.into_iter().map(|t| t.join().unwrap()).collect();
+    let (probed, refused) = prober.join().unwrap();
+    // A wait of more than 10 s for a mark ends in 55000 (the standby may take that long to come
+    // back); nothing else is refused.
+    eprintln!(
+        "the probe got {} ids; {refused} calls refused",
+        probed.len()
+    );
+    assert_strictly_increasing(&probed);
+    for (session, got) in inserted.iter().enumerate() {
+        assert_strictly_increasing(got);
+        let stored = ids(
+            &mut c,
+            &format!("SELECT id FROM t WHERE session = {session} ORDER BY id"),
+        );
+        assert_eq!(
+            &stored, got,
+            "session {session}: the rows committed are not in t"
+        );
+    }
+    let mut all: Vec<i64> = inserted.concat();
+    all.extend(&probed);
+    assert_no_duplicates(&all);
+
+    // Once more without the standby; the primary is killed while the mark writer waits for it,
+    // and the standby, its clock an hour back, is promoted: it mints above every id handed out.
+    standby.stop();
+    let stop = Arc::new(AtomicBool::new(false));
+    let prober = probe(primary.conninfo("postgres"), stop);
+    wait_until("the mark writer to wait for the standby", PATIENCE, || {
+        activity(&mut c, &writer_waits)
+    });
+    wait_until("the probe to wait for a mark", PATIENCE, || {
+        activity(&mut c, PROBE_WAITS)
+    });
+    primary.kill_postmaster();
+    let (last_probed, _) = prober.join().unwrap();
+    all.extend(&last_probed);
+    let handed_out = *all.iter().max().unwrap();
+    standby.set_clock_offset(-3600);
+    standby.start();
+    assert_promoted_standby_mints_above(&standby, handed_out, 5);
 }
 
 /// `cp -a` a data directory as root, keeping it postgres's.
