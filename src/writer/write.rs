@@ -10,6 +10,15 @@ use snowflake_core::marks::{self, Row};
 use snowflake_core::token::Recorded;
 use std::sync::atomic::Ordering::*;
 
+/// Whether a write's commit waited for a synchronous standby. A cancel or a terminate ends that
+/// wait early, so such a write is not trusted if one arrived; a commit that did not wait (the
+/// final marks of a clean stop, which only lower them) is durable here whatever arrived.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Standby {
+    Waited,
+    NotWaited,
+}
+
 /// The rows a marks table holds for `rows`, one per worker: those that are not empty.
 fn known_rows(rows: &[Row]) -> Vec<(u32, Row)> {
     rows.iter()
@@ -66,6 +75,14 @@ impl Writer {
     /// covers every id issued. A write during which a cancel or a terminate arrived is not
     /// trusted, because that ends a wait for a synchronous standby early.
     pub(super) fn write(&mut self, rows: &[(u32, Row)]) -> Result<(), Refusal> {
+        self.write_with(rows, Standby::Waited)
+    }
+
+    pub(super) fn write_with(
+        &mut self,
+        rows: &[(u32, Row)],
+        standby: Standby,
+    ) -> Result<(), Refusal> {
         let layout = *self.layout();
         let table = self.table;
         let mut after = self.stored.clone();
@@ -102,7 +119,7 @@ impl Writer {
                 "This server's own state in shared memory covers every id it issued.",
             );
         }
-        if signals::interrupts() != interrupts {
+        if standby == Standby::Waited && signals::interrupts() != interrupts {
             return Err(Refusal::Failed(
                 "the write was interrupted by a cancel or a shutdown; its commit may not have \
                  reached a synchronous standby"
@@ -199,7 +216,7 @@ impl Writer {
             let written =
                 session::transaction(|| Spi::run("SET synchronous_commit = local").expect("set"))
                     .map_err(Refusal::Failed)
-                    .and_then(|_| self.write(&rows));
+                    .and_then(|_| self.write_with(&rows, Standby::NotWaited));
             if let Err(e) = written {
                 errors::warn(
                     format!("snowflake: could not write the final high-water marks: {e}"),
