@@ -31,12 +31,12 @@ fn mint(cluster: &Cluster, sessions: usize, sql: &'static str) -> Vec<i64> {
 /// How far ahead of the clock `run_ahead` takes the primary's ids, in ms: well past what a
 /// busy machine's slowness could explain, well within `snowflake.max_ahead` (2 s).
 const AHEAD_MS: i64 = 1000;
-/// How many rounds `run_ahead` takes at most: each reserves 732 ms of ids, so a second ahead
+/// How many rounds `run_ahead` takes at most: each takes 732 ms of ids, so a second ahead
 /// takes two on a machine that answers a query in well under 244 ms.
 const ROUNDS: u32 = 1000;
 
 /// Rounds of three clients at once, each reserving a batch of a million ids of the configured
-/// worker (244 ms of ids, reserved in one step whatever the machine's speed; the batch is
+/// worker (244 ms of ids, taken in one step whatever the machine's speed; the batch is
 /// taken in the select list, so the server does not produce the million rows), until the
 /// worker's ids run over `AHEAD_MS` ahead of the clock, as `ahead_ms` in snowflake_stats shows
 /// after a round. Returns the largest id handed out (a batch's last id, as
