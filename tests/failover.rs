@@ -35,7 +35,7 @@ const AHEAD_MS: i64 = 1000;
 /// takes two on a machine that answers a query in well under 244 ms.
 const ROUNDS: u32 = 1000;
 
-/// Rounds of three clients at once, each reserving a batch of a million ids of the configured
+/// Rounds of three clients at once, each taking a batch of a million ids of the configured
 /// worker (244 ms of ids, taken in one step whatever the machine's speed; the batch is
 /// taken in the select list, so the server does not produce the million rows), until the
 /// worker's ids run over `AHEAD_MS` ahead of the clock, as `ahead_ms` in snowflake_stats shows
