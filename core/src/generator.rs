@@ -66,6 +66,9 @@ pub struct Slot {
     pub waiting_for: AtomicU64,
     /// Set when the part of the state kept in the marks table changed and the mark writer should write it.
     pub dirty: AtomicBool,
+    /// No mark is raised past this tick: the cap a leased worker id's registry recorded
+    /// (`lease.rs`); `u64::MAX` for a worker id set by hand.
+    pub cap: AtomicU64,
 
     // Changed only by the slow path and the mark writer, under the control lock.
     pub steps_back: AtomicU64,
@@ -102,6 +105,7 @@ impl Default for Slot {
             borrowed: AtomicU64::new(0),
             waiting_for: AtomicU64::new(0),
             dirty: AtomicBool::new(false),
+            cap: AtomicU64::new(u64::MAX),
             steps_back: AtomicU64::new(0),
             jumps: AtomicU64::new(0),
             tk_started: AtomicBool::new(false),

@@ -9,6 +9,8 @@
 //!   rewinding).
 //! * `startup`: what a starting server does with the marks it finds (load them, start
 //!   afresh, or refuse until an administrator restores them).
+//! * `lease`: the rules of a worker id leased from a registry (ranges, timing, caps).
+//! * `siphash`: the keyed hash that seals the marks table.
 //! * `text`: ids as decimal, Crockford base32 and base62 text.
 //! * `token`: the small file in the data directory that tells a server's own marks table
 //!   from a replaced one.
@@ -19,6 +21,7 @@
 
 pub mod generator;
 pub mod layout;
+pub mod lease;
 pub mod legacy;
 pub mod marks;
 pub mod siphash;

@@ -112,10 +112,11 @@ pub fn next_mark(slot: &Slot, p: &Params, clock: u64) -> Option<u64> {
     let horizon = last.max(clock_tick).max(waiting_for);
     let waited_for = waiting_for != 0 && waiting_for >= mark;
     let in_use = slot.issued.load(Relaxed) > 0 && mark > horizon && mark - horizon < p.low_ticks;
-    if !(waited_for || in_use) || mark >= p.tick_limit {
+    let cap = slot.cap.load(Acquire).min(p.tick_limit);
+    if !(waited_for || in_use) || mark >= cap {
         return None;
     }
-    let mut target = (horizon + p.mark_ticks).min(p.tick_limit);
+    let mut target = (horizon + p.mark_ticks).min(cap);
     let reserved_from = slot.reserved_from.load(Relaxed);
     if reserved_from != 0 && last < reserved_from {
         // Never across the reserved range: the worker jumps it when it gets there.
