@@ -60,7 +60,7 @@ BEGIN
     IF worker IS NOT NULL THEN
         -- Raises 22003, naming the range of the server's layout, for a worker outside it.
         PERFORM @extschema@.snowflake_compose(pg_catalog.now(), worker, 0);
-    ELSIF pg_catalog.current_setting('snowflake.worker_id')::pg_catalog.int4 OPERATOR(pg_catalog.<) 0 THEN
+    ELSIF (SELECT w.is_set FROM @extschema@.snowflake_worker_id() w) IS NOT TRUE THEN
         RAISE EXCEPTION 'snowflake.worker_id is not set, so a DEFAULT snowflake_nextval() would fail on every insert'
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Set it first (ALTER SYSTEM SET snowflake.worker_id = 1; SELECT pg_reload_conf();) or pass a worker id: snowflake_adopt(tbl, col, 1).';

@@ -5,11 +5,13 @@
 --   snowflake_restore_mark(tables) and snowflake_guard now use;
 -- * snowflake_guard without a column takes the id column snowflake_id_columns finds, and
 --   refuses a table with none, several, or one whose type cannot hold ids (it used to guess);
--- * snowflake_adopt takes a snowflake-typed key column as well as a bigint one;
+-- * snowflake_adopt takes a snowflake-typed key column as well as a bigint one, and a worker id
+--   leased from a registry (snowflake.worker_id = 'auto');
+-- * snowflake_status() gains the columns worker_id, worker_source, lease_holder,
+--   lease_expires and registry: it is dropped and created again, with its grants (EXECUTE for
+--   pg_monitor, not for PUBLIC); a grant of your own on it must be made again;
 -- * the comment of the view snowflake_stats names the high-water mark as the rest of the
 --   documentation does.
---
--- Nothing is dropped: grants and objects of your own that use these functions stay.
 
 CREATE FUNCTION snowflake_id_columns(tbl regclass)
 RETURNS TABLE(col text, type text, readable boolean)
@@ -149,7 +151,7 @@ BEGIN
     IF worker IS NOT NULL THEN
         -- Raises 22003, naming the range of the server's layout, for a worker outside it.
         PERFORM @extschema@.snowflake_compose(pg_catalog.now(), worker, 0);
-    ELSIF pg_catalog.current_setting('snowflake.worker_id')::pg_catalog.int4 OPERATOR(pg_catalog.<) 0 THEN
+    ELSIF (SELECT w.is_set FROM @extschema@.snowflake_worker_id() w) IS NOT TRUE THEN
         RAISE EXCEPTION 'snowflake.worker_id is not set, so a DEFAULT snowflake_nextval() would fail on every insert'
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Set it first (ALTER SYSTEM SET snowflake.worker_id = 1; SELECT pg_reload_conf();) or pass a worker id: snowflake_adopt(tbl, col, 1).';
@@ -241,5 +243,23 @@ $adopt$;
 
 COMMENT ON FUNCTION snowflake_adopt(regclass, name, integer) IS
     'Switches a bigint (or snowflake) bigserial or identity key column to DEFAULT snowflake_nextval(), keeping existing rows; only for the table''s owner; refuses columns that are not such keys or hold values new ids could repeat; safe to run twice with the same worker.';
+
+DROP FUNCTION snowflake_status();
+CREATE  FUNCTION "snowflake_status"() RETURNS TABLE (
+	"state" TEXT,  /* String */
+	"marks_database" TEXT,  /* String */
+	"detail" TEXT,  /* Option < String > */
+	"layout" TEXT,  /* String */
+	"worker_id" INT,  /* Option < i32 > */
+	"worker_source" TEXT,  /* String */
+	"lease_holder" TEXT,  /* Option < String > */
+	"lease_expires" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"registry" TEXT  /* Option < String > */
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_status_wrapper';
+REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.snowflake_status() TO pg_monitor;
 
 COMMENT ON VIEW snowflake_stats IS 'Per worker id: ids issued since the server started, the last id, how far the time field runs ahead of the clock, clock steps back and forward jumps seen, time borrowed on overflow, the high-water mark, whether a followed forward jump can be rewound, and rows that arrived by replication carrying this worker id (counted by the replication guard).';

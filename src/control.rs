@@ -91,4 +91,6 @@ pub struct Control {
     pub connect_attempts: u32,
     /// An administrator's request and its answer (`mailbox.rs`).
     pub mailbox: crate::mailbox::Mailbox,
+    /// The lease of a worker id from the registry (`lease.rs`).
+    pub lease: crate::lease::Status,
 }

@@ -171,6 +171,21 @@ pub fn worker_id_unset() -> ! {
     )
 }
 
+/// An explicit worker id under `snowflake.worker_id = auto` that is not the one leased here.
+#[cold]
+pub fn not_leased(worker: u32) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("snowflake worker {worker} is not leased by this server"),
+        Some(
+            "snowflake.worker_id is auto: worker ids are leased from the registry, and any other \
+             may be another server's."
+                .into(),
+        ),
+        "Call snowflake_nextval() without a worker, or SELECT worker_id FROM snowflake_worker_id() for the one leased here.",
+    )
+}
+
 /// A batch larger than the max-ahead bound can ever hold.
 #[cold]
 pub fn batch_too_large(n: u64, worker: u32, capacity: u64, max_ahead_ms: i32) -> ! {

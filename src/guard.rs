@@ -28,7 +28,10 @@ fn snowflake_guard_row<'a>(
             "Install the guard with snowflake_guard(table), which creates it as a BEFORE INSERT row trigger.",
         )
     };
-    let local = settings::WORKER_ID.get();
+    let local = match settings::worker() {
+        settings::AUTO => crate::lease::leased().unwrap_or(settings::UNSET),
+        w => w,
+    };
     if local == settings::UNSET {
         // No worker id here, so no id of this server's to collide with.
         return Ok(Some(row));

@@ -76,12 +76,14 @@
 //! -----
 //! Pure Rust, unit-tested without a server, in the `snowflake_core` crate: `layout`,
 //! `timekeeper` (clock steps and jumps), `generator` (a worker's slot and the issuing
-//! protocol), `marks` (the writer's rules), `startup` (load, start afresh or refuse), `token`
+//! protocol), `marks` (the writer's rules), `startup` (load, start afresh or refuse), `lease`
+//! (a leased worker id's rules), `siphash` (the marks' seal), `token`
 //! and `legacy` (file formats), `text` (base32 and base62); `core/tests/model.rs` runs the
 //! issuing protocol and the writer's rules in racing threads against a fake clock. PostgreSQL
 //! glue here: `shmem.rs`, `control.rs` (the writer's state), `mailbox.rs` (an administrator's
 //! requests to the writer), `writer/` (the mark writer: its loop, signals, latch, session,
-//! loading, writing, requests), `marks_table.rs`, `token_file.rs`, `wait.rs`, `clock.rs`,
+//! loading, writing, requests), `lease/` (worker ids leased from a registry, and the lease
+//! keeper), `marks_table.rs`, `token_file.rs`, `wait.rs`, `clock.rs`,
 //! `settings.rs` (GUCs), `errors.rs` (every user-facing error), `time_filter.rs` (the planner
 //! hook for time filters), `id_columns.rs` (which columns of a table hold ids), and the SQL
 //! functions in `nextval.rs`, `lastval.rs`, `decode.rs`, `text.rs` (text forms and the
@@ -101,6 +103,7 @@ pub mod errors;
 pub mod guard;
 pub mod id_columns;
 pub mod lastval;
+pub mod lease;
 pub mod mailbox;
 pub mod marks_table;
 pub mod nextval;
@@ -134,6 +137,7 @@ pub extern "C-unwind" fn _PG_init() {
     if preloading {
         shmem::request();
         writer::register();
+        lease::register();
     }
 }
 

@@ -32,7 +32,7 @@ pub fn snowflake_nextval_worker(worker: Option<i32>) -> i64 {
 #[pg_extern(volatile, parallel_safe, name = "snowflake_nextval")]
 pub fn snowflake_nextval_configured() -> i64 {
     let shared = shmem::shared();
-    next(shared, configured_worker(&shared.params.layout))
+    next(shared, configured_worker(shared))
 }
 
 #[pg_extern(volatile, parallel_safe)]
@@ -45,7 +45,7 @@ fn snowflake_nextval_batch(worker: Option<i32>, n: Option<i32>) -> SetOfIterator
 #[pg_extern(volatile, parallel_safe, name = "snowflake_nextval_batch")]
 pub fn snowflake_nextval_batch_configured(n: Option<i32>) -> SetOfIterator<'static, i64> {
     let shared = shmem::shared();
-    let worker = configured_worker(&shared.params.layout);
+    let worker = configured_worker(shared);
     batch(shared, worker, n)
 }
 
@@ -89,8 +89,10 @@ fn max_ahead_for(p: &Params, worker: u32, n: u64) -> u64 {
     max_ahead
 }
 
+/// An explicit worker: one of the layout; under `auto`, only the one this server leased (any
+/// other may be another server's).
 fn worker_arg(worker: Option<i32>, layout: &Layout) -> u32 {
-    match worker {
+    let worker = match worker {
         None => errors::null_argument(
             "snowflake worker id",
             "Pass a worker id, or call snowflake_nextval() without arguments to use snowflake.worker_id.",
@@ -98,17 +100,22 @@ fn worker_arg(worker: Option<i32>, layout: &Layout) -> u32 {
         Some(w) => layout
             .check_worker(w as i64)
             .unwrap_or_else(|e| errors::layout_error(e, layout)),
+    };
+    if settings::worker() == settings::AUTO && crate::lease::leased() != Some(worker as i32) {
+        errors::not_leased(worker);
     }
+    worker
 }
 
-fn configured_worker(layout: &Layout) -> u32 {
-    let worker = settings::WORKER_ID.get();
-    if worker == settings::UNSET {
-        errors::worker_id_unset();
+/// The worker of `snowflake_nextval()` without arguments: `snowflake.worker_id`, or under
+/// `auto` the worker id leased from the registry. One load either way.
+#[inline]
+fn configured_worker(shared: &Shared) -> u32 {
+    match settings::worker() {
+        settings::AUTO => crate::lease::worker(shared),
+        settings::UNSET => errors::worker_id_unset(),
+        worker => worker as u32,
     }
-    layout
-        .check_worker(worker as i64)
-        .unwrap_or_else(|e| errors::layout_error(e, layout))
 }
 
 /// Issues `n` consecutive ticks of `worker` and returns the first: the fast path of
@@ -149,6 +156,7 @@ fn issue_slowly(shared: &Shared, worker: u32, n: u64) -> u64 {
         if unsafe { pg_sys::RecoveryInProgress() } {
             errors::in_recovery(worker);
         }
+        crate::lease::check(shared, worker);
         let (outcome, events) = {
             let _control = shared.control();
             slot.try_issue_checked(p, clock::readings(&p.layout), n, max_ahead)

@@ -5,7 +5,7 @@ use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
 use snowflake_core::layout::Layout;
 use std::ffi::{CStr, CString};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
 use std::sync::OnceLock;
 
 /// Whether this process runs with the library preloaded.
@@ -20,10 +20,16 @@ pub fn is_preloaded() -> bool {
     PRELOADED.load(Relaxed)
 }
 
-/// `-1` means unset; see the description below.
+/// What `snowflake.worker_id` says, as the hot path reads it (`worker()`): a worker id, or
+/// one of these.
 pub const UNSET: i32 = -1;
+pub const AUTO: i32 = -2;
+static WORKER: AtomicI32 = AtomicI32::new(UNSET);
 
-pub static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(UNSET);
+pub static WORKER_ID: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"-1"));
+pub static REGISTRY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+pub static WORKER_RANGE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+pub static LEASE_TTL_MS: GucSetting<i32> = GucSetting::<i32>::new(30_000);
 pub static DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 pub static MAX_AHEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(2000);
@@ -86,32 +92,228 @@ fn define_reloadable() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
-    // The worker id's range is the layout's; a bad layout is reported where it is used.
-    let max_worker = Layout::parse(&text_of(c"snowflake.layout", &LAYOUT, "snowflake"))
-        .ok()
-        .map_or(
-            (1 << snowflake_core::layout::MAX_GENERATION_WORKER_BITS) - 1,
-            |l| l.max_worker() as i32,
+    // SAFETY: the hooks are pg_guard'ed and only parse the value (check) or store what the
+    // check parsed into a static (assign), as PostgreSQL's GUC hooks may.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"snowflake.worker_id",
+            c"Worker id that snowflake_nextval() without arguments puts into the ids it makes, or auto.",
+            c"Every server whose ids can meet (replicas that take writes, shards, nodes of a \
+              multi-master cluster) needs its own worker id; a primary and the standbys that may \
+              replace it share one, because only the primary mints. A number sets it by hand; \
+              'auto' leases one from the registry in snowflake.registry, so that no two servers \
+              ever share one. The default, -1, means unset: snowflake_nextval() then raises an \
+              error instead of guessing, because a silent default shared by several servers makes \
+              them issue the same ids. It can be set only in postgresql.conf or with ALTER SYSTEM \
+              followed by a configuration reload, never by SET in a session, so that one session \
+              cannot mint another server's ids.",
+            &WORKER_ID,
+            GucContext::Sighup,
+            GucFlags::default(),
+            Some(check_worker_id),
+            Some(assign_worker_id),
+            None,
         );
+        GucRegistry::define_string_guc_with_hooks(
+            c"snowflake.registry",
+            c"Connection string of the database that leases worker ids (with snowflake.worker_id = auto).",
+            c"A libpq connection string, e.g. 'host=reg1,reg2 dbname=registry user=fleet \
+              target_session_attrs=read-write'. Passwords come from the passfile or the service \
+              file; a password written here is accepted but never shown. The registry's schema \
+              snowflake_registry is created by the first server that claims, or by sql/registry.sql.",
+            &REGISTRY,
+            GucContext::Sighup,
+            GucFlags::SUPERUSER_ONLY,
+            Some(check_registry),
+            None,
+            Some(show_registry),
+        );
+        GucRegistry::define_string_guc_with_hooks(
+            c"snowflake.worker_range",
+            c"Worker ids this server may lease from the registry, e.g. 100-199 (default: all).",
+            c"With several registries, or regions that share the id space, give each its own \
+              range of the layout's worker ids.",
+            &WORKER_RANGE,
+            GucContext::Sighup,
+            GucFlags::default(),
+            Some(check_worker_range),
+            None,
+            None,
+        );
+    }
     GucRegistry::define_int_guc(
-        c"snowflake.worker_id",
-        c"Worker id that snowflake_nextval() without arguments puts into the ids it makes.",
-        c"Every server whose ids can meet (replicas that take writes, shards, nodes of a \
-          multi-master cluster) needs its own worker id; a primary and the standbys that may \
-          replace it share one, because only the primary mints. The default, -1, means unset: \
-          snowflake_nextval() then raises an error instead of guessing, because a silent \
-          default shared by several servers makes them issue the same ids. It can be set only \
-          in postgresql.conf or with ALTER SYSTEM followed by a configuration reload, never by \
-          SET in a session, so that one session cannot mint another server's ids.",
-        &WORKER_ID,
-        UNSET,
-        max_worker,
+        c"snowflake.lease_ttl",
+        c"How long a lease of a worker id lasts without renewal.",
+        c"The lease keeper renews every third of it; a server that cannot renew stops minting \
+          before its lease can end (by its boot clock, which nobody steps), and an expired \
+          worker id goes to another server only above the last ids its holder could issue.",
+        &LEASE_TTL_MS,
+        snowflake_core::lease::MIN_TTL_MS as i32,
+        3_600_000,
         GucContext::Sighup,
-        GucFlags::default(),
+        GucFlags::UNIT_MS,
     );
     // The "snowflake." prefix is deliberately not reserved (MarkGUCPrefixReserved): pgEdge's
     // snowflake extension keeps `snowflake.node` there, and reserving the prefix would make the
     // server drop that setting when both are installed.
+}
+
+/// What `snowflake.worker_id` says: a worker id, `UNSET` or `AUTO`. One load, for the hot path.
+#[inline]
+pub fn worker() -> i32 {
+    WORKER.load(Relaxed)
+}
+
+/// Tells PostgreSQL why a value is refused (as `GUC_check_errdetail` does).
+fn check_detail(detail: String) {
+    let detail = CString::new(detail).unwrap_or_default();
+    // SAFETY: GUC_check_errdetail_string takes a palloc'd string, as the C macro sets it.
+    unsafe { pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr()) };
+}
+
+/// The text a check hook is given.
+///
+/// SAFETY: `newval` points at the hook's (possibly NULL) new value.
+unsafe fn hook_text(newval: *mut *mut std::ffi::c_char) -> String {
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        if newval.is_null() || (*newval).is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(*newval).to_string_lossy().into_owned()
+        }
+    }
+}
+
+/// `snowflake.worker_id`: a worker id of the layout, `-1` or empty (unset), or `auto`.
+pub fn parse_worker_id(text: &str, max_worker: u32) -> Result<i32, String> {
+    let text = text.trim();
+    if text.is_empty() || text == "-1" {
+        return Ok(UNSET);
+    }
+    if text.eq_ignore_ascii_case("auto") {
+        return Ok(AUTO);
+    }
+    match text.parse::<i64>() {
+        Ok(n) if (0..=max_worker as i64).contains(&n) => Ok(n as i32),
+        _ => Err(format!(
+            "snowflake.worker_id must be a worker id from 0 to {max_worker}, -1 (unset) or auto, not \"{text}\"."
+        )),
+    }
+}
+
+/// The largest worker id of the configured layout (of the default one if that is invalid,
+/// which is reported where it is used).
+fn max_worker() -> u32 {
+    Layout::parse(&text_of(c"snowflake.layout", &LAYOUT, "snowflake")).map_or(
+        (1 << snowflake_core::layout::MAX_GENERATION_WORKER_BITS) - 1,
+        |l| l.max_worker(),
+    )
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_worker_id(
+    newval: *mut *mut std::ffi::c_char,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes the new value.
+    let text = unsafe { hook_text(newval) };
+    parse_worker_id(&text, max_worker())
+        .map_err(check_detail)
+        .is_ok()
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn assign_worker_id(
+    newval: *const std::ffi::c_char,
+    _extra: *mut std::ffi::c_void,
+) {
+    let text = if newval.is_null() {
+        String::new()
+    } else {
+        // SAFETY: the value PostgreSQL checked, NUL-terminated.
+        unsafe { CStr::from_ptr(newval) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    WORKER.store(
+        parse_worker_id(&text, max_worker()).unwrap_or(UNSET),
+        Relaxed,
+    );
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_registry(
+    newval: *mut *mut std::ffi::c_char,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes the new value.
+    let text = unsafe { hook_text(newval) };
+    if text.trim().is_empty() {
+        return true;
+    }
+    match crate::lease::libpq::parse_conninfo(&text) {
+        Ok(_) => true,
+        Err(e) => {
+            check_detail(format!(
+                "snowflake.registry is not a libpq connection string: {e}"
+            ));
+            false
+        }
+    }
+}
+
+/// `SHOW snowflake.registry` and pg_settings: the connection string without its password.
+#[pg_guard]
+unsafe extern "C-unwind" fn show_registry() -> *const std::ffi::c_char {
+    static SHOWN: std::sync::Mutex<Option<CString>> = std::sync::Mutex::new(None);
+    let text = registry();
+    let shown = CString::new(crate::lease::without_password(&text)).unwrap_or_default();
+    let mut slot = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
+    *slot = Some(shown);
+    slot.as_ref().map_or(std::ptr::null(), |s| s.as_ptr())
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_worker_range(
+    newval: *mut *mut std::ffi::c_char,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes the new value.
+    let text = unsafe { hook_text(newval) };
+    let layout = Layout::parse(&text_of(c"snowflake.layout", &LAYOUT, "snowflake"))
+        .unwrap_or(Layout::SNOWFLAKE);
+    match snowflake_core::lease::WorkerRange::parse(&text, &layout) {
+        Ok(_) => true,
+        Err(e) => {
+            check_detail(format!(
+                "snowflake.worker_range = \"{}\": {e}.",
+                text.trim()
+            ));
+            false
+        }
+    }
+}
+
+/// The registry's connection string (empty: none).
+pub fn registry() -> String {
+    REGISTRY
+        .get()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The worker ids this server may lease.
+pub fn worker_range() -> snowflake_core::lease::WorkerRange {
+    let text = WORKER_RANGE
+        .get()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    snowflake_core::lease::WorkerRange::parse(&text, layout())
+        .unwrap_or_else(|_| snowflake_core::lease::WorkerRange::whole(layout()))
 }
 
 /// The layout this server uses, parsed once per process (the setting cannot change while
@@ -160,8 +362,9 @@ fn text_of(name: &CStr, setting: &GucSetting<Option<CString>>, default: &str) ->
 }
 
 /// What this server is configured with: the worker id `snowflake_nextval()` uses (NULL when
-/// unset), whether it is set, and whether the library is preloaded (without which nothing can
-/// be generated). STABLE: it changes only with a configuration reload.
+/// unset, or with `auto` while no worker id is leased), whether it is set, and whether the
+/// library is preloaded (without which nothing can be generated). STABLE: it changes only with
+/// a configuration reload or a lease.
 #[pg_extern(stable, parallel_safe)]
 fn snowflake_worker_id() -> TableIterator<
     'static,
@@ -171,7 +374,10 @@ fn snowflake_worker_id() -> TableIterator<
         name!(preloaded, bool),
     ),
 > {
-    let worker = WORKER_ID.get();
-    let is_set = worker != UNSET;
-    TableIterator::once((is_set.then_some(worker), is_set, is_preloaded()))
+    let (worker, is_set) = match worker() {
+        AUTO => (crate::lease::leased(), true),
+        UNSET => (None, false),
+        w => (Some(w), true),
+    };
+    TableIterator::once((worker, is_set, is_preloaded()))
 }

@@ -38,6 +38,11 @@ pub struct Shared {
     /// (PostgreSQL 14 and 15 only, see `wait.rs`), in milliseconds of the boot clock
     /// (`clock::boot_ms`), which every process reads alike and nobody steps.
     pub postmaster_nudged_at: AtomicU64,
+    /// The leased worker id and until when it may be used (`lease.rs`).
+    pub lease: crate::lease::LeaseShared,
+    /// Drawn when the segment is made, at each start of the postmaster (and after a crash):
+    /// tells the registry this run of the server from an earlier one.
+    pub boot: AtomicU64,
     control: UnsafeCell<Control>,
     workers: usize,
 }
@@ -131,6 +136,8 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
                 mark_requested: AtomicBool::new(false),
                 writer_latch: AtomicUsize::new(0),
                 postmaster_nudged_at: AtomicU64::new(0),
+                lease: crate::lease::LeaseShared::new(),
+                boot: AtomicU64::new(crate::clock::random_u64()),
                 control: UnsafeCell::new(Control::default()),
                 workers,
             });

@@ -95,7 +95,10 @@ fn snowflake_worker_stats() -> TableIterator<
 
 /// The mark writer's state: `ready`, `starting`, or `in doubt` (nothing is minted until a
 /// superuser restores the marks), with the marks database, the reason, and the layout of the ids
-/// this server mints and decodes.
+/// this server mints and decodes; then the worker id `snowflake_nextval()` uses, where it came
+/// from (`setting`, `registry`, or `unset`), and with a registry the lease: its holder (this
+/// server as the registry knows it), when it expires, and the registry's state.
+#[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_status() -> TableIterator<
     'static,
@@ -104,6 +107,11 @@ fn snowflake_status() -> TableIterator<
         name!(marks_database, String),
         name!(detail, Option<String>),
         name!(layout, String),
+        name!(worker_id, Option<i32>),
+        name!(worker_source, String),
+        name!(lease_holder, Option<String>),
+        name!(lease_expires, Option<TimestampWithTimeZone>),
+        name!(registry, Option<String>),
     ),
 > {
     use crate::control::State;
@@ -136,11 +144,17 @@ fn snowflake_status() -> TableIterator<
         State::InDoubt if hint.is_empty() => ("in doubt", Some(why)),
         State::InDoubt => ("in doubt", Some(format!("{why}. {hint}"))),
     };
+    let lease = crate::lease::status(shared);
     TableIterator::once((
         state.to_string(),
         crate::settings::database(),
         detail,
         crate::settings::layout().to_string(),
+        lease.worker,
+        lease.source.to_string(),
+        lease.holder,
+        lease.expires,
+        lease.registry,
     ))
 }
 
