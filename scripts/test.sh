@@ -20,7 +20,7 @@ FULL=(15 18)
 PARTIAL=(14 16 17)
 # The integration tests (tests/*.rs), by where they run.
 EVERY_MAJOR=(generation durability interop)
-FULL_ONLY=(errors adopt privilege trust failover faults ha multinode)
+FULL_ONLY=(errors adopt privilege trust leases failover faults ha multinode)
 AFTER_ALL=(upgrade packages)
 summary=()
 

@@ -26,6 +26,11 @@ struct Pair {
 
 impl Pair {
     fn up(worker: i32) -> Pair {
+        Pair::up_with(&worker.to_string(), &[])
+    }
+
+    /// A pair with `worker` (a number, or auto) and `env` for scripts/patroni-pair.
+    fn up_with(worker: &str, env: &[(&str, String)]) -> Pair {
         let dir = test_dir("patroni");
         let _ = Command::new(script())
             .args(["down", dir.to_str().unwrap()])
@@ -40,7 +45,8 @@ impl Pair {
             .arg("up")
             .arg(&dir)
             .args(&ports)
-            .arg(worker.to_string())
+            .arg(worker)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .output()
             .unwrap();
         let pair = Pair { dir, pg };
@@ -67,6 +73,25 @@ impl Pair {
                 .and_then(|mut c| c.query_one("SELECT NOT pg_is_in_recovery()", &[]))
                 .is_ok_and(|r| r.get::<_, bool>(0))
         })
+    }
+
+    /// Starts a node's server by hand, without Patroni (as an operator would in a split brain).
+    fn start_without_patroni(&self, node: usize) {
+        let data = self.dir.join(format!("node{}", node + 1));
+        run_as_postgres(
+            Path::new("/"),
+            &pg_bin("pg_ctl"),
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-l",
+                data.join("by-hand.log").to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+        );
     }
 
     /// `kill -9` of a node's Patroni and its postmaster: the node is gone.
@@ -201,4 +226,120 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(workers, vec![21]);
+}
+
+/// Worker ids leased from a registry, under Patroni, synchronous and asynchronous: after the
+/// primary's node is killed the new primary mints, under a worker id of its own; no id repeats;
+/// and the old primary, brought back as a primary by hand beside its successor (a split
+/// brain), mints nothing once the registry has recorded its successor.
+#[test]
+fn patroni_with_leased_worker_ids_fails_over_and_the_old_primary_brought_back_mints_nothing() {
+    let registry = Cluster::new("ha-registry", &["shared_preload_libraries="]);
+    registry.start();
+    for synchronous in ["on", "off"] {
+        let conninfo = format!(
+            "host=127.0.0.1 port={} dbname=postgres user=postgres connect_timeout=5",
+            registry.port
+        );
+        let pair = Pair::up_with(
+            "auto",
+            &[
+                ("SNOWFLAKE_REGISTRY", conninfo),
+                ("SNOWFLAKE_LEASE_TTL", "3s".into()),
+                ("PAIR_SYNCHRONOUS", synchronous.into()),
+            ],
+        );
+        let first = pair.primary().expect("a primary");
+        let mut c = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).unwrap();
+        c.batch_execute(
+            "CREATE EXTENSION IF NOT EXISTS snowflake_ext;
+             CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int NOT NULL)",
+        )
+        .unwrap();
+        if synchronous == "on" {
+            wait_for_synchronous_standby(&mut c);
+        }
+        // The replica has the table (and the extension) before the primary goes.
+        let replica = 1 - first;
+        wait_until("the replica to have the table", PATIENCE, || {
+            postgres::Client::connect(&pair.conninfo(replica), postgres::NoTls)
+                .and_then(|mut r| r.query_one("SELECT to_regclass('events') IS NOT NULL", &[]))
+                .is_ok_and(|r| r.get::<_, bool>(0))
+        });
+        let ids_on = |node: usize, n: i32| -> Vec<i64> {
+            let mut c = postgres::Client::connect(&pair.conninfo(node), postgres::NoTls).unwrap();
+            ids(
+                &mut c,
+                &format!(
+                    "INSERT INTO events (n) SELECT g FROM generate_series(1, {n}) g RETURNING id"
+                ),
+            )
+        };
+        let before = wait_for("the primary to mint", PATIENCE, || {
+            let mut c = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).ok()?;
+            c.query_one("SELECT snowflake_nextval()", &[])
+                .ok()
+                .map(|r| r.get::<_, i64>(0))
+        });
+        let mut all = ids_on(first, 5000);
+        all.push(before);
+        pair.kill(first);
+        let other = 1 - first;
+        wait_until("Patroni to promote the replica", PATIENCE, || {
+            pair.primary() == Some(other)
+        });
+        // The new primary mints, with a worker id the old one never had.
+        let after = wait_for("the new primary to mint", PATIENCE, || {
+            let mut c = postgres::Client::connect(&pair.conninfo(other), postgres::NoTls).ok()?;
+            c.query_one("SELECT snowflake_nextval()", &[])
+                .ok()
+                .map(|r| r.get::<_, i64>(0))
+        });
+        assert_ne!(
+            (after >> 12) & 1023,
+            (before >> 12) & 1023,
+            "synchronous = {synchronous}"
+        );
+        all.push(after);
+        all.extend(ids_on(other, 5000));
+        // Split brain: the old primary started by hand as a primary, once the registry has
+        // recorded that a promoted standby replaced it. It mints nothing.
+        let mut reg = registry.connect();
+        wait_until("the old primary superseded", PATIENCE, || {
+            reg.query_one(
+                "SELECT count(*) > 0 FROM snowflake_registry.superseded WHERE port = $1",
+                &[&(pair.pg[first] as i32)],
+            )
+            .unwrap()
+            .get(0)
+        });
+        pair.start_without_patroni(first);
+        let mut old = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).unwrap();
+        assert!(!old
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .unwrap()
+            .get::<_, bool>(0));
+        wait_until("the old primary to be refused", PATIENCE, || {
+            old.query_one("SELECT registry FROM snowflake_status()", &[])
+                .unwrap()
+                .get::<_, Option<String>>(0)
+                .is_some_and(|r| r.starts_with("superseded"))
+        });
+        let e = error_of(&mut old, "SELECT snowflake_nextval()");
+        assert_eq!(e.code, "55000", "{e:?}");
+        all.extend(ids_on(other, 2000));
+        let distinct: HashSet<i64> = all.iter().copied().collect();
+        assert_eq!(
+            distinct.len(),
+            all.len(),
+            "an id was handed out twice (synchronous = {synchronous})"
+        );
+        drop(old);
+        drop(pair);
+        // The next pair starts from a clean registry.
+        registry
+            .connect()
+            .batch_execute("DROP SCHEMA IF EXISTS snowflake_registry CASCADE")
+            .unwrap();
+    }
 }

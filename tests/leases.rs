@@ -1,0 +1,416 @@
+//! Worker ids leased from a registry (`snowflake.worker_id = 'auto'`), on real servers: the
+//! registry a separate PostgreSQL server without the extension. Sixteen servers at once get
+//! sixteen worker ids and, killed with `kill -9`, get them back at once; a clone started
+//! beside its original gets another; a registry gone for longer than the TTL stops minting
+//! before the lease ends, and minting resumes when it is back; an expired worker id goes to a
+//! new server, an hour behind, only above every id of its old holder; a standby promoted
+//! after its primary died mints with another worker id, and the old primary brought back
+//! beside it mints nothing; no free worker id, bad settings and a registry role without rights
+//! are errors that say so.
+
+mod common;
+
+use common::*;
+use std::collections::HashSet;
+
+/// A registry: a plain PostgreSQL server, without the extension.
+fn registry(name: &str) -> Cluster {
+    let registry = Cluster::new(name, &["shared_preload_libraries=", "max_connections=100"]);
+    registry.start();
+    registry
+}
+
+fn registry_setting(registry: &Cluster, user: &str) -> String {
+    format!(
+        "snowflake.registry=host=127.0.0.1 port={} dbname=postgres user={user} connect_timeout=5",
+        registry.port
+    )
+}
+
+/// A server that leases its worker id from `registry`, with the extension created; `extra`
+/// settings added (a TTL, a range).
+fn server(name: &str, registry: &Cluster, extra: &[&str]) -> Cluster {
+    let reg = registry_setting(registry, "postgres");
+    let mut settings = vec![
+        "snowflake.worker_id=auto",
+        reg.as_str(),
+        "max_connections=20",
+    ];
+    settings.extend_from_slice(extra);
+    let cluster = Cluster::new(name, &settings);
+    cluster.start();
+    cluster
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    cluster
+}
+
+/// The worker id the server leased, once it has one.
+fn leased(cluster: &Cluster) -> i32 {
+    let mut c = cluster.connect();
+    wait_for("a leased worker id", PATIENCE, || {
+        c.query_one("SELECT worker_id FROM snowflake_status()", &[])
+            .unwrap()
+            .get::<_, Option<i32>>(0)
+    })
+}
+
+/// `n` ids from the server's configured (leased) worker.
+fn mint(cluster: &Cluster, n: i32) -> Vec<i64> {
+    let mut c = cluster.connect();
+    ids(
+        &mut c,
+        &format!("SELECT snowflake_nextval() FROM generate_series(1, {n})"),
+    )
+}
+
+fn assert_no_duplicates(all: &[i64]) {
+    let distinct: HashSet<i64> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), all.len(), "an id was issued twice");
+}
+
+fn worker_of(id: i64) -> i32 {
+    ((id >> 12) & 1023) as i32
+}
+
+#[test]
+fn sixteen_servers_lease_sixteen_worker_ids_and_get_them_back_after_a_crash() {
+    let registry = registry("lease-registry-16");
+    // A TTL longer than any wait of this test: a server that waited for its old lease to
+    // expire before minting again would make it fail.
+    let servers: Vec<Cluster> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..16)
+            .map(|i| {
+                let registry = &registry;
+                s.spawn(move || {
+                    server(
+                        &format!("lease-16-{i}"),
+                        registry,
+                        &["snowflake.lease_ttl=10min"],
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let workers: Vec<i32> = servers.iter().map(leased).collect();
+    let distinct: HashSet<i32> = workers.iter().copied().collect();
+    assert_eq!(distinct.len(), 16, "{workers:?}");
+    let mut all = Vec::new();
+    let mut before = Vec::new();
+    for (server, &worker) in servers.iter().zip(&workers) {
+        let ids = mint(server, 2000);
+        assert!(ids.iter().all(|&id| worker_of(id) == worker));
+        before.push(*ids.iter().max().unwrap());
+        all.extend(ids);
+    }
+    // Each killed and started again: the same worker id, at once (the lease is far from
+    // expiring), and ids above its own.
+    for (i, server) in servers.iter().enumerate() {
+        server.kill_postmaster();
+        server.start();
+        assert_eq!(
+            leased(server),
+            workers[i],
+            "server {i} got another worker id"
+        );
+        let ids = mint(server, 2000);
+        assert!(ids
+            .iter()
+            .all(|&id| id > before[i] && worker_of(id) == workers[i]));
+        all.extend(ids);
+    }
+    assert_no_duplicates(&all);
+    // The registry lists every lease: holder, times, last mark.
+    let rows: i64 = registry
+        .connect()
+        .query_one(
+            "SELECT count(*) FROM snowflake_registry.lease_list
+              WHERE state = 'held' AND host IS NOT NULL AND port IS NOT NULL
+                AND system_identifier IS NOT NULL AND last_mark IS NOT NULL",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 16);
+}
+
+#[test]
+fn a_clone_started_beside_its_original_gets_another_worker_id() {
+    let registry = registry("lease-registry-clone");
+    let original = server("lease-original", &registry, &["snowflake.lease_ttl=10min"]);
+    let worker = leased(&original);
+    let mut all = mint(&original, 5000);
+    // A base backup of it, started as a primary (not a standby) while it runs.
+    let clone = Cluster::standby_of(&original, "lease-clone", &[]);
+    std::fs::remove_file(clone.dir.join("standby.signal")).unwrap();
+    clone.start();
+    let clone_worker = leased(&clone);
+    assert_ne!(
+        clone_worker, worker,
+        "the clone got its original's worker id"
+    );
+    // Both insert at once.
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| mint(&original, 20_000));
+        let b = s.spawn(|| mint(&clone, 20_000));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(a.iter().all(|&id| worker_of(id) == worker));
+    assert!(b.iter().all(|&id| worker_of(id) == clone_worker));
+    all.extend(a);
+    all.extend(b);
+    assert_no_duplicates(&all);
+}
+
+#[test]
+fn a_registry_gone_past_the_ttl_stops_minting_before_the_lease_ends_and_back_resumes() {
+    let registry = registry("lease-registry-down");
+    let server = server("lease-down", &registry, &["snowflake.lease_ttl=3s"]);
+    let worker = leased(&server);
+    let mut c = server.connect();
+    registry.stop();
+    // Ids flow until the server stops them, on its own clock, before its lease can end.
+    let mut last = 0i64;
+    let e = wait_for("minting to stop", PATIENCE, || {
+        match c.query_one("SELECT snowflake_nextval()", &[]) {
+            Ok(row) => {
+                last = row.get(0);
+                None
+            }
+            Err(e) => Some(e),
+        }
+    });
+    let e = e.as_db_error().expect("a server error");
+    assert_eq!(e.code().code(), "55000", "{e:?}");
+    assert!(e.message().contains("holds no worker id"), "{e:?}");
+    registry.start();
+    // The lease's end, as the registry recorded it at the last renewal (nothing renewed it
+    // since): the last id issued carries an earlier time.
+    let expired_before_last: bool = registry
+        .connect()
+        .query_one(
+            "SELECT expires_at <= to_timestamp((($1::bigint >> 22) + 1735689600000) / 1000.0)
+               FROM snowflake_registry.leases WHERE worker = $2",
+            &[&last, &worker],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        !expired_before_last,
+        "id {last} was minted after the lease ended"
+    );
+    // The registry is back: minting resumes, with the same worker id, above the old ids.
+    let resumed = wait_for("minting to resume", PATIENCE, || {
+        c.query_one("SELECT snowflake_nextval()", &[])
+            .ok()
+            .map(|r| r.get::<_, i64>(0))
+    });
+    assert!(resumed > last);
+    assert_eq!(worker_of(resumed), worker);
+}
+
+#[test]
+fn an_expired_worker_id_goes_to_a_new_server_only_above_its_old_holders_ids() {
+    let registry = registry("lease-registry-reuse");
+    let old = server(
+        "lease-old",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=3s"],
+    );
+    assert_eq!(leased(&old), 7);
+    // The old holder runs ahead of its clock (batches of a million ids), then dies.
+    let mut c = old.connect();
+    let mut largest = 0i64;
+    wait_until("the old holder a second ahead", PATIENCE, || {
+        largest = largest.max(
+            c.query_one(
+                "SELECT snowflake_lastval() FROM (SELECT snowflake_nextval_batch(1000000) LIMIT 1) one",
+                &[],
+            )
+            .unwrap()
+            .get(0),
+        );
+        c.query_one("SELECT ahead_ms FROM snowflake_stats WHERE worker = 7", &[])
+            .unwrap()
+            .get::<_, i64>(0)
+            > 1000
+    });
+    old.kill_postmaster();
+    // A new server whose clock is an hour behind, with the same range: it waits for the lease
+    // to expire, then continues above every id of the old holder.
+    let reg = registry_setting(&registry, "postgres");
+    let mut new = Cluster::new(
+        "lease-new",
+        &[
+            "snowflake.worker_id=auto",
+            reg.as_str(),
+            "snowflake.worker_range=7",
+            "snowflake.lease_ttl=3s",
+        ],
+    );
+    new.use_faketime();
+    new.set_clock_offset(-3600);
+    new.start();
+    new.connect()
+        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    assert_eq!(leased(&new), 7);
+    let ids = mint(&new, 5000);
+    assert!(
+        ids.iter().all(|&id| id > largest),
+        "an id at or below {largest}"
+    );
+}
+
+#[test]
+fn a_standby_promoted_after_its_primary_died_mints_with_another_id_and_the_old_primary_mints_nothing(
+) {
+    let registry = registry("lease-registry-failover");
+    let primary = server("lease-primary", &registry, &["snowflake.lease_ttl=3s"]);
+    let worker = leased(&primary);
+    let mut all = mint(&primary, 5000);
+    let standby = Cluster::standby_of(&primary, "lease-standby", &[]);
+    standby.start();
+    standby.wait_caught_up(&primary);
+    primary.kill_postmaster();
+    standby.promote();
+    // The promoted standby mints, with a worker id of its own.
+    let new_worker = leased(&standby);
+    assert_ne!(new_worker, worker);
+    all.extend(mint(&standby, 5000));
+    // Once the old primary has stopped renewing long enough, the registry records it as
+    // superseded; brought back as a primary beside its successor, it mints nothing.
+    let mut reg = registry.connect();
+    wait_until("the old primary superseded", PATIENCE, || {
+        reg.query_one(
+            "SELECT count(*) > 0 FROM snowflake_registry.superseded WHERE port = $1",
+            &[&(primary.port as i32)],
+        )
+        .unwrap()
+        .get(0)
+    });
+    primary.start();
+    let mut c = primary.connect();
+    wait_until("the old primary to be refused", PATIENCE, || {
+        c.query_one("SELECT registry FROM snowflake_status()", &[])
+            .unwrap()
+            .get::<_, Option<String>>(0)
+            .is_some_and(|r| r.starts_with("superseded"))
+    });
+    let e = error_of(&mut c, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(
+        e.message.contains("promoted after this server replaced it"),
+        "{e:?}"
+    );
+    assert!(e
+        .hint
+        .unwrap_or_default()
+        .contains("snowflake_registry.superseded"));
+    all.extend(mint(&standby, 5000));
+    assert_no_duplicates(&all);
+}
+
+#[test]
+fn no_free_worker_id_bad_settings_and_a_registry_role_without_rights_are_errors() {
+    let registry = registry("lease-registry-errors");
+    // Three worker ids, four servers: the fourth has none, and says so everywhere.
+    let servers: Vec<Cluster> = (0..4)
+        .map(|i| {
+            server(
+                &format!("lease-few-{i}"),
+                &registry,
+                &["snowflake.worker_range=3-5", "snowflake.lease_ttl=10min"],
+            )
+        })
+        .collect();
+    let mut held = HashSet::new();
+    let mut exhausted = None;
+    for server in &servers {
+        let mut c = server.connect();
+        let (worker, state): (Option<i32>, String) =
+            wait_for("a lease or a refusal", PATIENCE, || {
+                let row = c
+                    .query_one("SELECT worker_id, registry FROM snowflake_status()", &[])
+                    .unwrap();
+                let state: Option<String> = row.get(1);
+                let worker: Option<i32> = row.get(0);
+                state
+                    .filter(|s| worker.is_some() || s.starts_with("exhausted"))
+                    .map(|s| (worker, s))
+            });
+        match worker {
+            Some(w) => assert!(held.insert(w) && (3..=5).contains(&w)),
+            None => {
+                assert!(state.starts_with("exhausted"), "{state}");
+                exhausted = Some(server);
+            }
+        }
+    }
+    let exhausted = exhausted.expect("a fourth server without a worker id");
+    let e = error_of(&mut exhausted.connect(), "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(
+        e.message
+            .contains("every worker id of snowflake.worker_range (3-5)"),
+        "{e:?}"
+    );
+    assert!(e
+        .hint
+        .unwrap_or_default()
+        .contains("snowflake.worker_range"));
+    assert!(exhausted
+        .log()
+        .contains("every worker id of 3-5 is leased by another server"));
+
+    // Bad settings are refused, naming the value.
+    let mut c = servers[0].connect();
+    for (setting, value, named) in [
+        ("snowflake.worker_id", "bogus", "\"bogus\""),
+        ("snowflake.worker_id", "1024", "\"1024\""),
+        ("snowflake.worker_range", "5-2000", "2000"),
+        ("snowflake.worker_range", "9-3", "9-3"),
+        ("snowflake.registry", "host=x nonsense=1", "nonsense"),
+    ] {
+        let e = error_of(&mut c, &format!("ALTER SYSTEM SET {setting} = '{value}'"));
+        assert_eq!(e.code, "22023", "{setting} = {value}: {e:?}");
+        let said = format!("{} {}", e.message, e.detail.unwrap_or_default());
+        assert!(said.contains(named), "{setting} = {value}: {said}");
+    }
+
+    // A registry role without rights: refused by the registry, said, and fine once granted.
+    registry
+        .connect()
+        .batch_execute("CREATE ROLE fleet LOGIN")
+        .unwrap();
+    let reg = registry_setting(&registry, "fleet");
+    let cluster = Cluster::new(
+        "lease-norights",
+        &["snowflake.worker_id=auto", reg.as_str()],
+    );
+    cluster.start();
+    let mut c = cluster.connect();
+    c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
+    wait_until("the registry's refusal", PATIENCE, || {
+        c.query_one("SELECT registry FROM snowflake_status()", &[])
+            .unwrap()
+            .get::<_, Option<String>>(0)
+            .is_some_and(|r| r.contains("42501"))
+    });
+    let e = error_of(&mut c, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(e.message.contains("permission denied"), "{e:?}");
+    // The least grant: the schema exists (created by the first server), and the role may use
+    // its tables.
+    registry
+        .connect()
+        .batch_execute(
+            "GRANT USAGE ON SCHEMA snowflake_registry TO fleet;
+             GRANT SELECT, INSERT, UPDATE ON snowflake_registry.leases, snowflake_registry.superseded TO fleet;",
+        )
+        .unwrap();
+    let w = leased(&cluster);
+    assert!(!held.contains(&w));
+}
