@@ -43,6 +43,7 @@ PGEDGE_CONTROL = Path(subprocess.check_output([str(PGBIN / "pg_config"), "--shar
 NV = "nextval('seq')"  # the label of the reference generator
 FLOOR = "floor: the call and a clock read"
 PGEDGE = "pgEdge snowflake.nextval()"
+AUTO = "snowflake_nextval(), worker id leased (auto)"
 # The floor is a symbol of our library that the extension's SQL does not declare (src/bench_floor.rs).
 FLOOR_SQL = ("CREATE FUNCTION snowflake_bench_floor(integer) RETURNS bigint VOLATILE PARALLEL SAFE "
              "LANGUAGE c AS 'snowflake_ext', 'snowflake_bench_floor_wrapper';")
@@ -160,15 +161,43 @@ def fmt(x, digits=0):
     return f"{x:,.{digits}f}"
 
 
-def m1(server, n, repeats, generators):
-    """One session: ids per second of SELECT count(G) FROM generate_series(1, n)."""
+def m1(server, n, repeats, generators, extras=True):
+    """One session: ids per second of SELECT count(G) FROM generate_series(1, n); with `extras`,
+    the batch function and the empty loop too."""
     queries = {name: f"SELECT count({g}) FROM generate_series(1, {n})" for name, g in generators.items()}
-    # The batch function returns sets: n ids as n/10,000 calls of 10,000 ids each.
-    queries["snowflake_nextval_batch(1, 10000)"] = (
-        f"SELECT count(*) FROM generate_series(1, {n // 10000}) g, LATERAL snowflake_nextval_batch(1, 10000)")
-    queries["empty loop: count(1)"] = f"SELECT count(1) FROM generate_series(1, {n})"
+    if extras:
+        # The batch function returns sets: n ids as n/10,000 calls of 10,000 ids each.
+        queries["snowflake_nextval_batch(1, 10000)"] = (
+            f"SELECT count(*) FROM generate_series(1, {n // 10000}) g, LATERAL snowflake_nextval_batch(1, 10000)")
+        queries["empty loop: count(1)"] = f"SELECT count(1) FROM generate_series(1, {n})"
     times = rounds(list(queries), repeats, lambda name: server.psql(queries[name], timing=True)[1])
     return {name: [n / (ms / 1000.0) for ms in t] for name, t in times.items()}, times
+
+
+def m1_auto(work, ports, n, repeats):
+    """M1 for a worker id leased from a registry (snowflake.worker_id = 'auto'): the hot path
+    reads the leased worker id from shared memory where it would read the setting. Measured
+    against the floor on a server of its own (and a registry beside it), in rounds, so that its
+    ns per id above the floor compare with the hand-set id's of the main server."""
+    registry = Server(Path(work) / "auto-registry", ports[0], ["shared_preload_libraries="])
+    registry.start()
+    server = Server(Path(work) / "auto-data", ports[1], [
+        "snowflake.worker_id=auto",
+        f"snowflake.registry=host=127.0.0.1 port={ports[0]} dbname=postgres user=postgres"])
+    server.start()
+    try:
+        server.psql("CREATE EXTENSION snowflake_ext;" + FLOOR_SQL)
+        deadline = time.time() + 120
+        while server.psql("SELECT worker_id IS NOT NULL FROM snowflake_status()")[0] != "t":
+            if time.time() > deadline:
+                raise RuntimeError("the auto server leased no worker id")
+            time.sleep(0.1)
+        server.psql("SELECT snowflake_nextval()")
+        _, ms = m1(server, n, repeats, {FLOOR: "snowflake_bench_floor(1)", AUTO: "snowflake_nextval()"}, extras=False)
+        return above_floor_ns(ms, AUTO, n)
+    finally:
+        server.destroy()
+        registry.destroy()
 
 
 def by_clients(clients_list, labels, repeats, run):
@@ -392,7 +421,7 @@ def m1_table(m1_rate, m1_ms, n):
                         "the two runs of a round.", ""]
 
 
-def headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list, rows):
+def headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list, rows, auto_ns):
     """The figures README.md quotes, as markdown bullets."""
     med = statistics.median
     nv = med(m1_rate[NV])
@@ -409,6 +438,9 @@ def headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list
         f"* **At the floor:** `snowflake_nextval(1)` takes {above_floor:+.0f} ns per id against a function that only "
         f"reads the clock (M1; the difference is within this machine's noise when it is negative), and "
         f"{cg['snowflake_nextval(1)'] or 0:,.0f} instructions per call against the floor's {cg[FLOOR] or 0:,.0f} (callgrind).",
+        f"* **A leased worker id** (`snowflake.worker_id = 'auto'`): `snowflake_nextval()` takes {auto_ns:+.0f} ns per id "
+        f"above the floor, against {above_floor_ns(m1_ms, 'snowflake_nextval()', n):+.0f} ns with a worker id set by hand "
+        f"(M1, each on its own server, against the floor in rounds).",
         f"* **M1, one session:** `snowflake_nextval(1)` makes {med(m1_rate['snowflake_nextval(1)']) / nv:.2f}x as many ids "
         f"per second as `nextval()`, `snowflake_nextval()` {med(m1_rate[sf]) / nv:.2f}x, "
         f"`snowflake_nextval_batch` {med(m1_rate['snowflake_nextval_batch(1, 10000)']) / nv:.2f}x; "
@@ -548,7 +580,7 @@ def main():
     shutil.chown(work, "postgres", "postgres")
 
     # Ports nobody holds (a demo server left running by scripts/quickstart.sh, say), unless given.
-    ports = [args.port + i for i in range(3)] if args.port else [free_port() for _ in range(3)]
+    ports = [args.port + i for i in range(5)] if args.port else [free_port() for _ in range(5)]
 
     if args.cg_only:
         cg, breakdown = callgrind(work, ports[1], cg_calls)
@@ -589,6 +621,8 @@ def main():
         if args.m1_only:
             print("\n".join(m1_table(m1_rate, m1_ms, n)))
             return
+        print("== M1 with a leased worker id (snowflake.worker_id = 'auto')", flush=True)
+        auto_ns = m1_auto(work, ports[3:5], n, 3 * repeats)
         print("== M2: pgbench SELECT G", flush=True)
         m2_gens = dict(generators)
         m2_gens["snowflake_nextval(:client_id), a worker per client"] = "snowflake_nextval(:client_id)"
@@ -652,7 +686,7 @@ def main():
     for label, v in cg.items():
         lines.append(f"| `{label}` | {fmt(v) if v else 'n/a'} |")
     lines += ["", "Where `snowflake_nextval(1)`'s instructions go (inclusive, per call):", "", "```", breakdown, "```", ""]
-    heads = headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list, sizes[-1])
+    heads = headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list, sizes[-1], auto_ns)
     lines[4:4] = ["## Headline", ""] + heads + [""]
     (out / "results.md").write_text("\n".join(lines) + "\n")
     if not args.short and out.resolve() == (ROOT / "docs").resolve():
