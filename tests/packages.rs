@@ -85,6 +85,8 @@ fn every_major_has_a_debian_package_with_its_files_and_fields() {
             "{}",
             field("Depends")
         );
+        // The lease keeper talks to the registry through libpq.
+        assert!(field("Depends").contains("libpq5"), "{}", field("Depends"));
         assert!(field("Description").contains(&format!("PostgreSQL {major}")));
         let files = dpkg_deb(&["-c", deb.to_str().unwrap()]);
         let mut expected = vec![
