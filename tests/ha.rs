@@ -26,12 +26,13 @@ struct Pair {
 
 impl Pair {
     fn up(worker: i32) -> Pair {
-        Pair::up_with(&worker.to_string(), &[])
+        Pair::up_with("patroni", &worker.to_string(), &[])
     }
 
-    /// A pair with `worker` (a number, or auto) and `env` for scripts/patroni-pair.
-    fn up_with(worker: &str, env: &[(&str, String)]) -> Pair {
-        let dir = test_dir("patroni");
+    /// A pair named `name` (tests run at once need their own), with `worker` (a number, or
+    /// auto) and `env` for scripts/patroni-pair.
+    fn up_with(name: &str, worker: &str, env: &[(&str, String)]) -> Pair {
+        let dir = test_dir(name);
         let _ = Command::new(script())
             .args(["down", dir.to_str().unwrap()])
             .output();
@@ -242,6 +243,7 @@ fn patroni_with_leased_worker_ids_fails_over_and_the_old_primary_brought_back_mi
             registry.port
         );
         let pair = Pair::up_with(
+            &format!("patroni-leased-{synchronous}"),
             "auto",
             &[
                 ("SNOWFLAKE_REGISTRY", conninfo),
