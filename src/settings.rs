@@ -254,7 +254,7 @@ unsafe extern "C-unwind" fn check_registry(
     if text.trim().is_empty() {
         return true;
     }
-    match crate::lease::libpq::parse_conninfo(&text) {
+    match snowflake_core::conninfo::parse(&text) {
         Ok(_) => true,
         Err(e) => {
             check_detail(format!(

@@ -19,6 +19,7 @@
 //! The extension crate is the PostgreSQL glue around these; every rule that decides an id
 //! is here, unit-tested with fake clocks, and exercised by real threads in `tests/model.rs`.
 
+pub mod conninfo;
 pub mod generator;
 pub mod layout;
 pub mod lease;

@@ -7,6 +7,7 @@
 
 use pgrx::pg_sys;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 #[allow(non_camel_case_types)]
@@ -27,55 +28,120 @@ const PGRES_TUPLES_OK: c_int = 2;
 /// `PG_DIAG_SQLSTATE`.
 const PG_DIAG_SQLSTATE: c_int = b'C' as c_int;
 
-#[repr(C)]
-struct PQconninfoOption {
-    keyword: *mut c_char,
-    envvar: *mut c_char,
-    compiled: *mut c_char,
-    val: *mut c_char,
-    label: *mut c_char,
-    dispchar: *mut c_char,
-    dispsize: c_int,
+/// The libpq functions the keeper calls, loaded from the library at run time.
+struct Api {
+    connect_start: unsafe extern "C" fn(*const c_char) -> *mut PGconn,
+    connect_poll: unsafe extern "C" fn(*mut PGconn) -> c_int,
+    status: unsafe extern "C" fn(*const PGconn) -> c_int,
+    socket: unsafe extern "C" fn(*const PGconn) -> c_int,
+    error_message: unsafe extern "C" fn(*const PGconn) -> *const c_char,
+    finish: unsafe extern "C" fn(*mut PGconn),
+    set_nonblocking: unsafe extern "C" fn(*mut PGconn, c_int) -> c_int,
+    #[allow(clippy::type_complexity)]
+    send_query_params: unsafe extern "C" fn(
+        *mut PGconn,
+        *const c_char,
+        c_int,
+        *const pg_sys::Oid,
+        *const *const c_char,
+        *const c_int,
+        *const c_int,
+        c_int,
+    ) -> c_int,
+    flush: unsafe extern "C" fn(*mut PGconn) -> c_int,
+    consume_input: unsafe extern "C" fn(*mut PGconn) -> c_int,
+    is_busy: unsafe extern "C" fn(*mut PGconn) -> c_int,
+    get_result: unsafe extern "C" fn(*mut PGconn) -> *mut PGresult,
+    result_status: unsafe extern "C" fn(*const PGresult) -> c_int,
+    result_error_message: unsafe extern "C" fn(*const PGresult) -> *const c_char,
+    result_error_field: unsafe extern "C" fn(*const PGresult, c_int) -> *const c_char,
+    ntuples: unsafe extern "C" fn(*const PGresult) -> c_int,
+    nfields: unsafe extern "C" fn(*const PGresult) -> c_int,
+    get_value: unsafe extern "C" fn(*const PGresult, c_int, c_int) -> *const c_char,
+    get_is_null: unsafe extern "C" fn(*const PGresult, c_int, c_int) -> c_int,
+    clear: unsafe extern "C" fn(*mut PGresult),
+    host: unsafe extern "C" fn(*const PGconn) -> *const c_char,
+    port: unsafe extern "C" fn(*const PGconn) -> *const c_char,
 }
 
-// SAFETY: the declarations match libpq-fe.h (PostgreSQL 14 to 18 and the libpq 15 this links
-// against); libpq's ABI is stable across those.
-#[link(name = "pq")]
-unsafe extern "C" {
-    fn PQconnectStart(conninfo: *const c_char) -> *mut PGconn;
-    fn PQconnectPoll(conn: *mut PGconn) -> c_int;
-    fn PQstatus(conn: *const PGconn) -> c_int;
-    fn PQsocket(conn: *const PGconn) -> c_int;
-    fn PQerrorMessage(conn: *const PGconn) -> *const c_char;
-    fn PQfinish(conn: *mut PGconn);
-    fn PQsetnonblocking(conn: *mut PGconn, arg: c_int) -> c_int;
-    fn PQsendQueryParams(
-        conn: *mut PGconn,
-        command: *const c_char,
-        n_params: c_int,
-        param_types: *const pg_sys::Oid,
-        param_values: *const *const c_char,
-        param_lengths: *const c_int,
-        param_formats: *const c_int,
-        result_format: c_int,
-    ) -> c_int;
-    fn PQflush(conn: *mut PGconn) -> c_int;
-    fn PQconsumeInput(conn: *mut PGconn) -> c_int;
-    fn PQisBusy(conn: *mut PGconn) -> c_int;
-    fn PQgetResult(conn: *mut PGconn) -> *mut PGresult;
-    fn PQresultStatus(res: *const PGresult) -> c_int;
-    fn PQresultErrorMessage(res: *const PGresult) -> *const c_char;
-    fn PQresultErrorField(res: *const PGresult, fieldcode: c_int) -> *const c_char;
-    fn PQntuples(res: *const PGresult) -> c_int;
-    fn PQnfields(res: *const PGresult) -> c_int;
-    fn PQgetvalue(res: *const PGresult, row: c_int, col: c_int) -> *const c_char;
-    fn PQgetisnull(res: *const PGresult, row: c_int, col: c_int) -> c_int;
-    fn PQclear(res: *mut PGresult);
-    fn PQconninfoParse(conninfo: *const c_char, errmsg: *mut *mut c_char) -> *mut PQconninfoOption;
-    fn PQconninfoFree(options: *mut PQconninfoOption);
-    fn PQfreemem(ptr: *mut c_void);
-    fn PQhost(conn: *const PGconn) -> *const c_char;
-    fn PQport(conn: *const PGconn) -> *const c_char;
+/// libpq, loaded once per process, and only by the lease keeper: a libpq loaded into the
+/// postmaster would be inherited by every process, and a walreceiver of another major than
+/// that libpq's would then use it (and refuse the options its own `pg_basebackup -R` wrote).
+/// The server's own library directory first (its libpq matches it), then the system's.
+fn api() -> Result<&'static Api, Failure> {
+    static API: OnceLock<Result<Api, String>> = OnceLock::new();
+    API.get_or_init(load).as_ref().map_err(|e| Failure::Error {
+        message: e.clone(),
+        sqlstate: None,
+    })
+}
+
+// Each symbol's type is its field's, which the transmute takes from where it goes.
+#[allow(clippy::missing_transmute_annotations)]
+fn load() -> Result<Api, String> {
+    let mut own = [0 as c_char; pg_sys::MAXPGPATH as usize];
+    // SAFETY: get_lib_path writes at most MAXPGPATH bytes, NUL-terminated, from the path of
+    // the running executable, which PostgreSQL set at start-up.
+    let own = unsafe {
+        pg_sys::get_lib_path(
+            std::ptr::addr_of!(pg_sys::my_exec_path).cast(),
+            own.as_mut_ptr(),
+        );
+        CStr::from_ptr(own.as_ptr()).to_string_lossy().into_owned()
+    };
+    let candidates = [format!("{own}/libpq.so.5"), "libpq.so.5".to_string()];
+    let mut tried = Vec::new();
+    let handle = candidates.iter().find_map(|path| {
+        let name = CString::new(path.as_str()).ok()?;
+        // SAFETY: dlopen with a NUL-terminated path; the handle is never closed.
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            tried.push(path.clone());
+        }
+        (!handle.is_null()).then_some(handle)
+    });
+    let Some(handle) = handle else {
+        return Err(format!(
+            "libpq could not be loaded (tried {}); install libpq5",
+            tried.join(", ")
+        ));
+    };
+    macro_rules! symbol {
+        ($name:literal) => {{
+            // SAFETY: a NUL-terminated symbol name looked up in the library just loaded.
+            let p = unsafe { libc::dlsym(handle, concat!($name, "\0").as_ptr().cast()) };
+            if p.is_null() {
+                return Err(format!("libpq has no {}", $name));
+            }
+            // SAFETY: the symbol is libpq's function of that name, whose C prototype
+            // (libpq-fe.h, stable across PostgreSQL 14 to 18) is the field's type.
+            unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+        }};
+    }
+    Ok(Api {
+        connect_start: symbol!("PQconnectStart"),
+        connect_poll: symbol!("PQconnectPoll"),
+        status: symbol!("PQstatus"),
+        socket: symbol!("PQsocket"),
+        error_message: symbol!("PQerrorMessage"),
+        finish: symbol!("PQfinish"),
+        set_nonblocking: symbol!("PQsetnonblocking"),
+        send_query_params: symbol!("PQsendQueryParams"),
+        flush: symbol!("PQflush"),
+        consume_input: symbol!("PQconsumeInput"),
+        is_busy: symbol!("PQisBusy"),
+        get_result: symbol!("PQgetResult"),
+        result_status: symbol!("PQresultStatus"),
+        result_error_message: symbol!("PQresultErrorMessage"),
+        result_error_field: symbol!("PQresultErrorField"),
+        ntuples: symbol!("PQntuples"),
+        nfields: symbol!("PQnfields"),
+        get_value: symbol!("PQgetvalue"),
+        get_is_null: symbol!("PQgetisnull"),
+        clear: symbol!("PQclear"),
+        host: symbol!("PQhost"),
+        port: symbol!("PQport"),
+    })
 }
 
 /// Why a call did not succeed.
@@ -102,38 +168,6 @@ impl std::fmt::Display for Failure {
                 None => write!(f, "{message}"),
             },
         }
-    }
-}
-
-/// The names a connection string sets, or why it is not one (libpq's own message, which
-/// never repeats a password). For checking `snowflake.registry` when it is set.
-pub fn parse_conninfo(conninfo: &str) -> Result<Vec<String>, String> {
-    let text = CString::new(conninfo).map_err(|_| "it contains a NUL byte".to_string())?;
-    let mut err: *mut c_char = std::ptr::null_mut();
-    // SAFETY: libpq parses the NUL-terminated string and returns an array it allocated (freed
-    // below), or NULL and an error message it allocated (freed below).
-    unsafe {
-        let options = PQconninfoParse(text.as_ptr(), &mut err);
-        if options.is_null() {
-            let message = if err.is_null() {
-                "out of memory".to_string()
-            } else {
-                let m = CStr::from_ptr(err).to_string_lossy().trim().to_string();
-                PQfreemem(err.cast());
-                m
-            };
-            return Err(message);
-        }
-        let mut set = Vec::new();
-        let mut at = options;
-        while !(*at).keyword.is_null() {
-            if !(*at).val.is_null() {
-                set.push(CStr::from_ptr((*at).keyword).to_string_lossy().into_owned());
-            }
-            at = at.add(1);
-        }
-        PQconninfoFree(options);
-        Ok(set)
     }
 }
 
@@ -190,6 +224,7 @@ fn wait(
 
 /// A connection to the registry.
 pub struct Connection {
+    api: &'static Api,
     conn: *mut PGconn,
 }
 
@@ -197,15 +232,15 @@ pub struct Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         // SAFETY: the connection was returned by PQconnectStart and is finished once.
-        unsafe { PQfinish(self.conn) };
+        unsafe { (self.api.finish)(self.conn) };
     }
 }
 
-fn error_of(conn: *const PGconn) -> String {
+fn error_of(api: &Api, conn: *const PGconn) -> String {
     // SAFETY: PQerrorMessage returns a string owned by the connection, valid until its next
     // use; it is copied at once.
     unsafe {
-        let m = PQerrorMessage(conn);
+        let m = (api.error_message)(conn);
         if m.is_null() {
             String::new()
         } else {
@@ -225,19 +260,20 @@ impl Connection {
             message: "the connection string contains a NUL byte".into(),
             sqlstate: None,
         })?;
+        let api = api()?;
         // SAFETY: libpq copies the string; the result is owned by the Connection from here on.
-        let conn = unsafe { PQconnectStart(text.as_ptr()) };
+        let conn = unsafe { (api.connect_start)(text.as_ptr()) };
         if conn.is_null() {
             return Err(Failure::Error {
                 message: "out of memory".into(),
                 sqlstate: None,
             });
         }
-        let c = Connection { conn };
+        let c = Connection { api, conn };
         // SAFETY: a connection libpq just started.
-        if unsafe { PQstatus(c.conn) } == CONNECTION_BAD {
+        if unsafe { (api.status)(c.conn) } == CONNECTION_BAD {
             return Err(Failure::Error {
-                message: error_of(c.conn),
+                message: error_of(api, c.conn),
                 sqlstate: None,
             });
         }
@@ -245,7 +281,7 @@ impl Connection {
         let mut on = Socket::Writable;
         loop {
             // SAFETY: the connection is alive; its socket may change while it tries hosts.
-            let sock = unsafe { PQsocket(c.conn) };
+            let sock = unsafe { (api.socket)(c.conn) };
             wait(
                 sock,
                 on,
@@ -254,13 +290,13 @@ impl Connection {
                 should_stop,
             )?;
             // SAFETY: as above.
-            match unsafe { PQconnectPoll(c.conn) } {
+            match unsafe { (api.connect_poll)(c.conn) } {
                 PGRES_POLLING_OK => break,
                 PGRES_POLLING_READING => on = Socket::Readable,
                 PGRES_POLLING_WRITING => on = Socket::Writable,
                 PGRES_POLLING_FAILED => {
                     return Err(Failure::Error {
-                        message: error_of(c.conn),
+                        message: error_of(api, c.conn),
                         sqlstate: None,
                     })
                 }
@@ -268,9 +304,9 @@ impl Connection {
             }
         }
         // SAFETY: a connected connection.
-        if unsafe { PQsetnonblocking(c.conn, 1) } != 0 {
+        if unsafe { (api.set_nonblocking)(c.conn, 1) } != 0 {
             return Err(Failure::Error {
-                message: error_of(c.conn),
+                message: error_of(api, c.conn),
                 sqlstate: None,
             });
         }
@@ -279,23 +315,23 @@ impl Connection {
 
     fn socket(&self) -> c_int {
         // SAFETY: the connection is alive.
-        unsafe { PQsocket(self.conn) }
+        unsafe { (self.api.socket)(self.conn) }
     }
 
     /// 0: all sent; 1: more to send; -1: failed.
     fn flush(&mut self) -> c_int {
         // SAFETY: the connection is alive and non-blocking.
-        unsafe { PQflush(self.conn) }
+        unsafe { (self.api.flush)(self.conn) }
     }
 
     fn busy(&mut self) -> bool {
         // SAFETY: the connection is alive.
-        unsafe { PQisBusy(self.conn) != 0 }
+        unsafe { (self.api.is_busy)(self.conn) != 0 }
     }
 
     fn consume(&mut self) -> bool {
         // SAFETY: the connection is alive and non-blocking.
-        unsafe { PQconsumeInput(self.conn) != 0 }
+        unsafe { (self.api.consume_input)(self.conn) != 0 }
     }
 
     /// Where the connection went: `host:port` (for messages; never the password).
@@ -309,7 +345,11 @@ impl Connection {
                     CStr::from_ptr(p).to_string_lossy().into_owned()
                 }
             };
-            format!("{}:{}", show(PQhost(self.conn)), show(PQport(self.conn)))
+            format!(
+                "{}:{}",
+                show((self.api.host)(self.conn)),
+                show((self.api.port)(self.conn))
+            )
         }
     }
 
@@ -338,7 +378,7 @@ impl Connection {
         // SAFETY: every pointer is valid for the call (libpq copies the query and parameters
         // into its output buffer before returning).
         let sent = unsafe {
-            PQsendQueryParams(
+            (self.api.send_query_params)(
                 self.conn,
                 sql.as_ptr(),
                 pointers.len() as c_int,
@@ -350,7 +390,7 @@ impl Connection {
             )
         };
         if sent == 0 {
-            return Err(bad(error_of(self.conn)));
+            return Err(bad(error_of(self.api, self.conn)));
         }
         loop {
             match self.flush() {
@@ -362,7 +402,7 @@ impl Connection {
                     "sending to the registry",
                     should_stop,
                 )?,
-                _ => return Err(bad(error_of(self.conn))),
+                _ => return Err(bad(error_of(self.api, self.conn))),
             }
         }
         let mut rows = None;
@@ -377,24 +417,25 @@ impl Connection {
                     should_stop,
                 )?;
                 if !self.consume() {
-                    return Err(bad(error_of(self.conn)));
+                    return Err(bad(error_of(self.api, self.conn)));
                 }
             }
             // SAFETY: the connection is alive; libpq hands over the result, cleared below.
-            let res = unsafe { PQgetResult(self.conn) };
+            let res = unsafe { (self.api.get_result)(self.conn) };
             if res.is_null() {
                 break;
             }
+            let api = self.api;
             // SAFETY: a result libpq returned, read and then cleared once.
             unsafe {
-                match PQresultStatus(res) {
+                match (api.result_status)(res) {
                     PGRES_TUPLES_OK | PGRES_COMMAND_OK => {
                         let mut out = Vec::new();
-                        for r in 0..PQntuples(res) {
+                        for r in 0..(api.ntuples)(res) {
                             let mut row = Vec::new();
-                            for f in 0..PQnfields(res) {
-                                row.push((PQgetisnull(res, r, f) == 0).then(|| {
-                                    CStr::from_ptr(PQgetvalue(res, r, f))
+                            for f in 0..(api.nfields)(res) {
+                                row.push(((api.get_is_null)(res, r, f) == 0).then(|| {
+                                    CStr::from_ptr((api.get_value)(res, r, f))
                                         .to_string_lossy()
                                         .into_owned()
                                 }));
@@ -404,9 +445,9 @@ impl Connection {
                         rows = Some(out);
                     }
                     _ => {
-                        let code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+                        let code = (api.result_error_field)(res, PG_DIAG_SQLSTATE);
                         failure.get_or_insert(Failure::Error {
-                            message: CStr::from_ptr(PQresultErrorMessage(res))
+                            message: CStr::from_ptr((api.result_error_message)(res))
                                 .to_string_lossy()
                                 .trim()
                                 .to_string(),
@@ -415,7 +456,7 @@ impl Connection {
                         });
                     }
                 }
-                PQclear(res);
+                (api.clear)(res);
             }
         }
         match (failure, rows) {

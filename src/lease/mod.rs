@@ -269,14 +269,7 @@ pub fn status(shared: &Shared) -> Shown {
 
 /// The connection string without its password, for messages and `SHOW`.
 pub fn without_password(conninfo: &str) -> String {
-    if conninfo.trim().is_empty() {
-        return String::new();
-    }
-    match libpq::parse_conninfo(conninfo) {
-        Ok(_) if !conninfo.contains("password") => conninfo.to_string(),
-        Ok(keys) => format!("(a connection string setting {})", keys.join(", ")),
-        Err(_) => "(not a connection string)".to_string(),
-    }
+    snowflake_core::conninfo::without_password(conninfo)
 }
 
 /// Registers the keeper; called from `_PG_init` while preloading.
