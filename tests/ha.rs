@@ -22,7 +22,12 @@ fn script() -> PathBuf {
 struct Pair {
     dir: PathBuf,
     pg: [u16; 2],
+    /// One pair at a time: two Patroni clusters bootstrapping at once on a small machine only
+    /// slow each other down.
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
 }
+
+static ONE_PAIR: Mutex<()> = Mutex::new(());
 
 impl Pair {
     fn up(worker: i32) -> Pair {
@@ -32,6 +37,7 @@ impl Pair {
     /// A pair named `name` (tests run at once need their own), with `worker` (a number, or
     /// auto) and `env` for scripts/patroni-pair.
     fn up_with(name: &str, worker: &str, env: &[(&str, String)]) -> Pair {
+        let one_at_a_time = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
         let dir = test_dir(name);
         let _ = Command::new(script())
             .args(["down", dir.to_str().unwrap()])
@@ -50,7 +56,11 @@ impl Pair {
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .output()
             .unwrap();
-        let pair = Pair { dir, pg };
+        let pair = Pair {
+            dir,
+            pg,
+            _one_at_a_time: one_at_a_time,
+        };
         assert!(
             out.status.success(),
             "patroni-pair up failed: {}{}",
