@@ -30,11 +30,22 @@ const LAYOUT: &str =
 /// A session that ignores the defaults the tests give the marks database and the bootstrap
 /// superuser: it runs as `user`, read-write, without timeouts.
 fn session(cluster: &Cluster, db: &str, user: &str) -> Client {
+    // transaction_timeout exists from PostgreSQL 17 on; naming it before would be refused.
+    let version: i32 = cluster
+        .connect()
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .unwrap()
+        .get(0);
+    let transaction_timeout = if version >= 170_000 {
+        " -c transaction_timeout=0"
+    } else {
+        ""
+    };
     let conninfo = format!(
         "host=127.0.0.1 port={} user={user} dbname={db} connect_timeout=10 \
          options='-c session_authorization={user} -c role=none -c default_transaction_read_only=off \
          -c statement_timeout=0 -c lock_timeout=0 -c idle_session_timeout=0 \
-         -c idle_in_transaction_session_timeout=0 -c exit_on_error=off'",
+         -c idle_in_transaction_session_timeout=0 -c exit_on_error=off{transaction_timeout}'",
         cluster.port
     );
     wait_for("a connection", PATIENCE, || {
