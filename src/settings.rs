@@ -118,15 +118,15 @@ fn define_reloadable() {
             c"snowflake.registry",
             c"Connection string of the database that leases worker ids (with snowflake.worker_id = auto).",
             c"A libpq connection string, e.g. 'host=reg1,reg2 dbname=registry user=fleet \
-              target_session_attrs=read-write'. Passwords come from the passfile or the service \
-              file; a password written here is accepted but never shown. The registry's schema \
+              target_session_attrs=read-write'. The password comes from the passfile or a service \
+              file: one written here is refused, since PostgreSQL logs the setting's value. The registry's schema \
               snowflake_registry is created by the first server that claims, or by sql/registry.sql.",
             &REGISTRY,
             GucContext::Sighup,
             GucFlags::SUPERUSER_ONLY,
             Some(check_registry),
             None,
-            Some(show_registry),
+            None,
         );
         GucRegistry::define_string_guc_with_hooks(
             c"snowflake.worker_range",
@@ -169,6 +169,20 @@ fn check_detail(detail: String) {
     let detail = CString::new(detail).unwrap_or_default();
     // SAFETY: GUC_check_errdetail_string takes a palloc'd string, as the C macro sets it.
     unsafe { pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr()) };
+}
+
+/// Tells PostgreSQL the message of a refusal, in place of its own (as `GUC_check_errmsg`).
+fn check_message(message: &str) {
+    let message = CString::new(message).unwrap_or_default();
+    // SAFETY: GUC_check_errmsg_string takes a palloc'd string, as the C macro sets it.
+    unsafe { pg_sys::GUC_check_errmsg_string = pg_sys::pstrdup(message.as_ptr()) };
+}
+
+/// Tells PostgreSQL the hint of a refusal (as `GUC_check_errhint`).
+fn check_hint(hint: String) {
+    let hint = CString::new(hint).unwrap_or_default();
+    // SAFETY: GUC_check_errhint_string takes a palloc'd string, as the C macro sets it.
+    unsafe { pg_sys::GUC_check_errhint_string = pg_sys::pstrdup(hint.as_ptr()) };
 }
 
 /// The text a check hook is given.
@@ -243,6 +257,9 @@ unsafe extern "C-unwind" fn assign_worker_id(
     );
 }
 
+/// `snowflake.registry` must not hold a password: the postmaster logs a setting's new value,
+/// as written, at every reload that changes it, and any superuser can read it. Refused, the
+/// value is not repeated in the message (PostgreSQL's own would quote it).
 #[pg_guard]
 unsafe extern "C-unwind" fn check_registry(
     newval: *mut *mut std::ffi::c_char,
@@ -255,25 +272,34 @@ unsafe extern "C-unwind" fn check_registry(
         return true;
     }
     match snowflake_core::conninfo::parse(&text) {
+        Ok(pairs) if pairs.iter().any(|(key, _)| key == "password") => {
+            check_message("snowflake.registry holds a password");
+            check_detail(format!(
+                "PostgreSQL would write it to its log at each reload that changes the setting: \
+                 {}.",
+                snowflake_core::conninfo::without_password(&text)
+            ));
+            check_hint(
+                "Put the password in the passfile of the server's operating system user \
+                 (~/.pgpass, or passfile= in the connection string) or in a service file \
+                 (service= in the connection string)."
+                    .into(),
+            );
+            false
+        }
         Ok(_) => true,
         Err(e) => {
+            if text.contains("password") || text.contains('@') {
+                check_message(
+                    "invalid value for parameter \"snowflake.registry\" (not shown: it may hold a password)",
+                );
+            }
             check_detail(format!(
                 "snowflake.registry is not a libpq connection string: {e}"
             ));
             false
         }
     }
-}
-
-/// `SHOW snowflake.registry` and pg_settings: the connection string without its password.
-#[pg_guard]
-unsafe extern "C-unwind" fn show_registry() -> *const std::ffi::c_char {
-    static SHOWN: std::sync::Mutex<Option<CString>> = std::sync::Mutex::new(None);
-    let text = registry();
-    let shown = CString::new(crate::lease::without_password(&text)).unwrap_or_default();
-    let mut slot = SHOWN.lock().unwrap_or_else(|e| e.into_inner());
-    *slot = Some(shown);
-    slot.as_ref().map_or(std::ptr::null(), |s| s.as_ptr())
 }
 
 #[pg_guard]
@@ -298,7 +324,7 @@ unsafe extern "C-unwind" fn check_worker_range(
     }
 }
 
-/// The registry's connection string (empty: none).
+/// The registry's connection string (empty: none). It holds no password (`check_registry`).
 pub fn registry() -> String {
     REGISTRY
         .get()

@@ -11,6 +11,7 @@
 mod common;
 
 use common::*;
+use postgres::Client;
 use std::collections::HashSet;
 
 /// A registry: a plain PostgreSQL server, without the extension.
@@ -121,6 +122,31 @@ fn sixteen_servers_lease_sixteen_worker_ids_and_get_them_back_after_a_crash() {
             .all(|&id| id > before[i] && worker_of(id) == workers[i]));
         all.extend(ids);
     }
+    // A clean stop gives the lease back at once, with the end of its ids; started again, the
+    // server takes its own worker id back and continues above them.
+    let first = &servers[0];
+    let last_id = *all
+        .iter()
+        .filter(|&&id| worker_of(id) == workers[0])
+        .max()
+        .unwrap();
+    first.stop();
+    let released = registry
+        .connect()
+        .query_one(
+            "SELECT state, last_mark FROM snowflake_registry.lease_list WHERE worker = $1",
+            &[&workers[0]],
+        )
+        .unwrap();
+    assert_eq!(released.get::<_, String>(0), "released");
+    assert!(released.get::<_, i64>(1) > last_id);
+    first.start();
+    assert_eq!(leased(first), workers[0]);
+    let ids = mint(first, 2000);
+    assert!(ids
+        .iter()
+        .all(|&id| id > last_id && worker_of(id) == workers[0]));
+    all.extend(ids);
     assert_no_duplicates(&all);
     // The registry lists every lease: holder, times, last mark.
     let rows: i64 = registry
@@ -413,4 +439,216 @@ fn no_free_worker_id_bad_settings_and_a_registry_role_without_rights_are_errors(
         .unwrap();
     let w = leased(&cluster);
     assert!(!held.contains(&w));
+}
+
+/// The password of the registry role of `a_registry_behind_a_multi_host_string_...`: it must
+/// show nowhere.
+const SECRET: &str = "Reg1stry-s3cret-5f0e";
+
+#[test]
+fn a_registry_behind_a_multi_host_string_is_followed_to_its_new_primary_and_its_password_shows_nowhere(
+) {
+    // A registry with a streaming standby; the fleet's role logs in with a password, and has
+    // the least grant on a schema made by the documented script.
+    let registry1 = registry("lease-registry-ha-1");
+    {
+        let mut c = registry1.connect();
+        c.batch_execute(include_str!("../sql/registry.sql"))
+            .unwrap();
+        c.batch_execute(&format!(
+            "CREATE ROLE fleet LOGIN PASSWORD '{SECRET}';
+             GRANT USAGE ON SCHEMA snowflake_registry TO fleet;
+             GRANT SELECT, INSERT, UPDATE ON snowflake_registry.leases, snowflake_registry.superseded TO fleet;"
+        ))
+        .unwrap();
+    }
+    let hba = registry1.dir.join("pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(
+        &hba,
+        format!("host all fleet 127.0.0.1/32 scram-sha-256\n{rules}"),
+    )
+    .unwrap();
+    registry1
+        .connect()
+        .batch_execute("SELECT pg_reload_conf()")
+        .unwrap();
+    let fleet = |port: u16, password: &str| {
+        postgres::Client::connect(
+            &format!(
+                "host=127.0.0.1 port={port} dbname=postgres user=fleet password='{password}' connect_timeout=10"
+            ),
+            postgres::NoTls,
+        )
+    };
+    wait_until("the registry to ask for a password", PATIENCE, || {
+        fleet(registry1.port, "wrong").is_err()
+    });
+    fleet(registry1.port, SECRET).expect("the fleet's role logs in with its password");
+    let registry2 = Cluster::standby_of(&registry1, "lease-registry-ha-2", &[]);
+    registry2.start();
+
+    // The password in a passfile of the server's OS user.
+    let passfile = test_dir("lease-passfile");
+    std::fs::write(&passfile, format!("127.0.0.1:*:postgres:fleet:{SECRET}\n")).unwrap();
+    let owned = std::process::Command::new("chown")
+        .args(["postgres:postgres", passfile.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    std::fs::set_permissions(
+        &passfile,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let hosts = format!(
+        "host=127.0.0.1,127.0.0.1 port={},{} dbname=postgres user=fleet \
+         target_session_attrs=read-write connect_timeout=5",
+        registry1.port, registry2.port
+    );
+    let with_passfile = format!("snowflake.registry={hosts} passfile={}", passfile.display());
+    let cluster = Cluster::new(
+        "lease-ha-registry",
+        &[
+            "snowflake.worker_id=auto",
+            with_passfile.as_str(),
+            "snowflake.worker_range=10-19",
+        ],
+    );
+    cluster.start();
+    cluster
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    let worker = leased(&cluster);
+    let mut all = mint(&cluster, 5000);
+    let mut c = cluster.connect();
+    let registry_state = |c: &mut Client| -> String {
+        c.query_one("SELECT registry FROM snowflake_status()", &[])
+            .unwrap()
+            .get::<_, Option<String>>(0)
+            .unwrap_or_default()
+    };
+    assert!(
+        registry_state(&mut c).contains(&format!("127.0.0.1:{}", registry1.port)),
+        "{}",
+        registry_state(&mut c)
+    );
+
+    // The registry's primary dies and its standby is promoted: the server renews its lease
+    // there (the multi-host string skips the dead host and, until the promotion, the standby),
+    // and keeps its worker id.
+    registry2.wait_caught_up(&registry1);
+    registry1.kill_postmaster();
+    registry2.promote();
+    let mut r2 = registry2.connect();
+    let promoted_at: std::time::SystemTime = r2.query_one("SELECT now()", &[]).unwrap().get(0);
+    wait_until("a renewal on the promoted registry", PATIENCE, || {
+        r2.query_one(
+            "SELECT count(*) = 1 FROM snowflake_registry.leases
+              WHERE worker = $1 AND port = $2 AND renewed_at > $3 AND expires_at > now()",
+            &[&worker, &(cluster.port as i32), &promoted_at],
+        )
+        .unwrap()
+        .get(0)
+    });
+    wait_until("the status to show the new registry", PATIENCE, || {
+        let state = registry_state(&mut c);
+        state.starts_with("held") && state.contains(&format!("127.0.0.1:{}", registry2.port))
+    });
+    assert_eq!(leased(&cluster), worker);
+    all.extend(mint(&cluster, 5000));
+
+    // A password written into the setting is refused, without repeating it: PostgreSQL would
+    // log the value at each reload that changes it. (The session does not log its failed
+    // statement, which holds the password: that is PostgreSQL's log_min_error_statement.)
+    c.batch_execute("SET log_min_error_statement = panic")
+        .unwrap();
+    let refused = c
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET snowflake.registry = '{hosts} password={SECRET}'"
+        ))
+        .expect_err("a password in snowflake.registry is refused");
+    let e = refused.as_db_error().expect("an error of the server");
+    assert_eq!(
+        e.code(),
+        &postgres::error::SqlState::INVALID_PARAMETER_VALUE
+    );
+    assert!(e.message().contains("holds a password"), "{}", e.message());
+    let detail = e.detail().unwrap_or_default();
+    assert!(
+        detail.contains("password=********") && !detail.contains(SECRET),
+        "{detail}"
+    );
+    assert!(e.hint().unwrap_or_default().contains("passfile"), "{e:?}");
+    assert!(!format!("{e:?}").contains(SECRET));
+    // Written into the configuration file by hand, it is refused at the reload, and the
+    // server goes on with the string it has.
+    let auto_conf = cluster.dir.join("postgresql.auto.conf");
+    let conf = std::fs::read_to_string(&auto_conf).unwrap();
+    std::fs::write(
+        &auto_conf,
+        format!("{conf}snowflake.registry = '{hosts} password={SECRET}'\n"),
+    )
+    .unwrap();
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    cluster.wait_for_log("snowflake.registry holds a password");
+    std::fs::write(&auto_conf, conf).unwrap();
+    let shown: String = c.query_one("SHOW snowflake.registry", &[]).unwrap().get(0);
+    assert_eq!(shown, format!("{hosts} passfile={}", passfile.display()));
+    all.extend(mint(&cluster, 5000));
+
+    // A new passfile: the reloaded setting is used at once, through a new connection.
+    let passfile2 = test_dir("lease-passfile-2");
+    std::fs::rename(&passfile, &passfile2).unwrap();
+    let reloaded_at: std::time::SystemTime = r2.query_one("SELECT now()", &[]).unwrap().get(0);
+    c.batch_execute(&format!(
+        "ALTER SYSTEM SET snowflake.registry = '{hosts} passfile={}'",
+        passfile2.display()
+    ))
+    .unwrap();
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_until("a renewal through the new setting", PATIENCE, || {
+        r2.query_one(
+            "SELECT count(*) = 1 FROM snowflake_registry.leases l
+              WHERE worker = $1 AND renewed_at > $2
+                AND EXISTS (SELECT FROM pg_stat_activity a
+                             WHERE a.usename = 'fleet' AND a.backend_start > $2)",
+            &[&worker, &reloaded_at],
+        )
+        .unwrap()
+        .get(0)
+    });
+    assert!(registry_state(&mut c).starts_with("held"));
+    assert_eq!(leased(&cluster), worker);
+    all.extend(mint(&cluster, 5000));
+
+    // A new range that leaves the worker id out: it is given back and one inside is leased.
+    cluster.set_and_reload("snowflake.worker_range", "20-29");
+    let moved = wait_for("a worker id inside the new range", PATIENCE, || {
+        let w = c
+            .query_one("SELECT worker_id FROM snowflake_status()", &[])
+            .unwrap()
+            .get::<_, Option<i32>>(0)?;
+        (20..=29).contains(&w).then_some(w)
+    });
+    let state: String = r2
+        .query_one(
+            "SELECT state FROM snowflake_registry.lease_list WHERE worker = $1",
+            &[&worker],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "released");
+    let after = mint(&cluster, 5000);
+    assert!(after.iter().all(|&id| worker_of(id) == moved));
+    all.extend(after);
+    assert_no_duplicates(&all);
+    for (name, log) in [
+        ("server", cluster.log()),
+        ("registry", registry1.log()),
+        ("promoted registry", registry2.log()),
+    ] {
+        assert!(!log.contains(SECRET), "the password is in the {name}'s log");
+    }
 }

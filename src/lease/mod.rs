@@ -23,7 +23,7 @@
 pub mod libpq;
 mod registry;
 
-use crate::control::Text;
+use crate::control::{State, Text};
 use crate::mailbox::{self, Answer, Ask};
 use crate::shmem::{self, Shared};
 use crate::{clock, errors, settings};
@@ -44,6 +44,12 @@ pub const NONE: u32 = u32::MAX;
 const EXCHANGE: Duration = Duration::from_secs(5);
 /// How long a connection may take.
 const CONNECT: Duration = Duration::from_secs(10);
+/// How long a clean stop waits to give the lease back. SIGTERM has already arrived, so this
+/// exchange alone does not answer it; the postmaster waits for us that long at most.
+const RELEASE_AT_STOP: Duration = Duration::from_secs(2);
+/// How often a keeper that has no lease yet looks whether the mark writer has loaded the
+/// marks (a claim needs them: the new worker is raised above its last holder's ids).
+const MARKS_POLL_MS: u64 = 100;
 
 /// The lease in shared memory: what the hot path and the slow path read.
 pub struct LeaseShared {
@@ -267,11 +273,6 @@ pub fn status(shared: &Shared) -> Shown {
     }
 }
 
-/// The connection string without its password, for messages and `SHOW`.
-pub fn without_password(conninfo: &str) -> String {
-    snowflake_core::conninfo::without_password(conninfo)
-}
-
 /// Registers the keeper; called from `_PG_init` while preloading.
 pub fn register() {
     // SAFETY: a plain read of a flag the postmaster set before loading libraries.
@@ -339,6 +340,10 @@ struct Keeper {
     shared: &'static Shared,
     me: Holder,
     conn: Option<Connection>,
+    /// The `snowflake.registry` the last connection was opened with.
+    connected_with: String,
+    /// Renew at the next step, not when due (the registry setting changed).
+    renew_now: bool,
     held: Option<Held>,
     /// Attempts that failed in a row, and when to try again.
     failures: u32,
@@ -351,6 +356,8 @@ impl Keeper {
             shared,
             me: identity(shared),
             conn: None,
+            connected_with: String::new(),
+            renew_now: false,
             held: None,
             failures: 0,
             next_attempt: 0,
@@ -380,6 +387,7 @@ impl Keeper {
                 if pg_sys::ConfigReloadPending != 0 {
                     pg_sys::ConfigReloadPending = 0;
                     pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+                    self.reloaded();
                 }
             }
             let wake_at = if settings::worker() != settings::AUTO {
@@ -396,6 +404,38 @@ impl Keeper {
         }
     }
 
+    /// After a reload. A worker id the new `snowflake.worker_range` leaves out is given back
+    /// (a new one is claimed at the next step), while the connection it was leased over is
+    /// still open. A new `snowflake.registry` is used at once: the connection is closed and
+    /// the lease renewed through the new string, so an operator sees at once whether it works
+    /// (a registry that does not know the lease takes it away, and a new one is claimed).
+    fn reloaded(&mut self) {
+        if settings::worker() != settings::AUTO {
+            return;
+        }
+        if let Some(held) = self.held {
+            let range = settings::worker_range();
+            if !range.contains(held.worker) {
+                errors::log(
+                    format!(
+                        "snowflake: {NAME}: worker id {} is outside snowflake.worker_range ({range}): it is given back",
+                        held.worker
+                    ),
+                    "A worker id inside the range is claimed next.",
+                );
+                self.release();
+                self.set_status(Standing::Claiming, "");
+                self.next_attempt = 0;
+            }
+        }
+        if self.connected_with != settings::registry() {
+            self.conn = None;
+            self.renew_now = self.held.is_some();
+            self.failures = 0;
+            self.next_attempt = 0;
+        }
+    }
+
     /// One step: claims, or renews, as due; returns when the next step is due (boot ms).
     fn step(&mut self) -> u64 {
         let now = clock::boot_ms();
@@ -403,9 +443,18 @@ impl Keeper {
         if let Some(held) = self.held {
             if now >= timing.usable_until(held.sent_at) {
                 self.lose(held.worker, "its lease ran out before it could be renewed");
-            } else if now >= timing.renew_at(held.sent_at).max(self.next_attempt) {
+            } else if self.renew_now || now >= timing.renew_at(held.sent_at).max(self.next_attempt)
+            {
+                self.renew_now = false;
                 self.renew(held, timing);
             }
+        } else if self.shared.control().state == State::Starting {
+            // Not a failure: the marks are loaded a moment after start-up or recovery.
+            self.set_status(
+                Standing::Claiming,
+                "waiting for the mark writer to load the marks",
+            );
+            return now + MARKS_POLL_MS;
         } else if now >= self.next_attempt {
             self.claim(timing);
         }
@@ -455,21 +504,32 @@ impl Keeper {
 
     /// A registry to talk to, connected by `deadline`.
     fn registry(&mut self, deadline: Instant) -> Result<Registry<'_>, Failure> {
+        self.registry_stopping_on(deadline, &terminating)
+    }
+
+    /// As `registry`, with what ends its waits early besides the deadline.
+    fn registry_stopping_on(
+        &mut self,
+        deadline: Instant,
+        should_stop: &'static dyn Fn() -> bool,
+    ) -> Result<Registry<'_>, Failure> {
         if self.conn.is_none() {
-            let mut conn = Connection::open(&settings::registry(), deadline, &terminating)?;
+            let conninfo = settings::registry();
+            let mut conn = Connection::open(&conninfo, deadline, should_stop)?;
             conn.query(
                 "SET search_path = pg_catalog, pg_temp",
                 &[],
                 deadline,
-                &terminating,
+                should_stop,
             )?;
             self.shared.control().lease.registry.set(&conn.server());
             self.conn = Some(conn);
+            self.connected_with = conninfo;
         }
         Ok(Registry {
             conn: self.conn.as_mut().expect("connected"),
             deadline,
-            should_stop: &terminating,
+            should_stop,
         })
     }
 
@@ -653,9 +713,14 @@ impl Keeper {
             .min(p.tick_limit);
         let end_id = p.layout.id_from_tick(end, held.worker);
         let me = self.me.clone();
-        let released = self
-            .registry(Instant::now() + EXCHANGE)
-            .and_then(|mut r| r.release(&me, held.worker, held.fence, end_id));
+        // At a clean stop SIGTERM is already set, and would end the exchange before it began:
+        // the release gets its own short deadline instead.
+        let released = if terminating() {
+            self.registry_stopping_on(Instant::now() + RELEASE_AT_STOP, &|| false)
+        } else {
+            self.registry(Instant::now() + EXCHANGE)
+        }
+        .and_then(|mut r| r.release(&me, held.worker, held.fence, end_id));
         if let Err(e) = released {
             errors::warn(
                 format!(
