@@ -253,24 +253,6 @@ fn a_cascading_standby_refuses_to_mint_and_promoted_directly_with_its_clock_behi
     assert_refuses_to_mint(&mut a.connect());
 }
 
-/// Panics, naming them, if any id of `ids` is there twice.
-fn assert_no_duplicates(ids: &[i64]) {
-    let mut sorted = ids.to_vec();
-    sorted.sort_unstable();
-    let twice: Vec<i64> = sorted
-        .windows(2)
-        .filter(|pair| pair[0] == pair[1])
-        .map(|pair| pair[0])
-        .collect();
-    assert!(
-        twice.is_empty(),
-        "{} of {} ids were handed out twice, among them {:?}",
-        twice.len(),
-        ids.len(),
-        &twice[..twice.len().min(10)]
-    );
-}
-
 #[test]
 fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_above_the_new_one() {
     // The test clusters have no data checksums: pg_rewind needs wal_log_hints. wal_keep_size

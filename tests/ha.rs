@@ -257,7 +257,7 @@ fn patroni_with_leased_worker_ids_fails_over_and_the_old_primary_brought_back_mi
             "auto",
             &[
                 ("SNOWFLAKE_REGISTRY", conninfo),
-                ("SNOWFLAKE_LEASE_TTL", "3s".into()),
+                ("SNOWFLAKE_LEASE_TTL", "5s".into()),
                 ("PAIR_SYNCHRONOUS", synchronous.into()),
             ],
         );

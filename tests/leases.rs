@@ -14,20 +14,6 @@ use common::*;
 use postgres::Client;
 use std::collections::HashSet;
 
-/// A registry: a plain PostgreSQL server, without the extension.
-fn registry(name: &str) -> Cluster {
-    let registry = Cluster::new(name, &["shared_preload_libraries=", "max_connections=100"]);
-    registry.start();
-    registry
-}
-
-fn registry_setting(registry: &Cluster, user: &str) -> String {
-    format!(
-        "snowflake.registry=host=127.0.0.1 port={} dbname=postgres user={user} connect_timeout=5",
-        registry.port
-    )
-}
-
 /// A server that leases its worker id from `registry`, with the extension created; `extra`
 /// settings added (a TTL, a range).
 fn server(name: &str, registry: &Cluster, extra: &[&str]) -> Cluster {
@@ -47,16 +33,6 @@ fn server(name: &str, registry: &Cluster, extra: &[&str]) -> Cluster {
     cluster
 }
 
-/// The worker id the server leased, once it has one.
-fn leased(cluster: &Cluster) -> i32 {
-    let mut c = cluster.connect();
-    wait_for("a leased worker id", PATIENCE, || {
-        c.query_one("SELECT worker_id FROM snowflake_status()", &[])
-            .unwrap()
-            .get::<_, Option<i32>>(0)
-    })
-}
-
 /// `n` ids from the server's configured (leased) worker.
 fn mint(cluster: &Cluster, n: i32) -> Vec<i64> {
     let mut c = cluster.connect();
@@ -64,15 +40,6 @@ fn mint(cluster: &Cluster, n: i32) -> Vec<i64> {
         &mut c,
         &format!("SELECT snowflake_nextval() FROM generate_series(1, {n})"),
     )
-}
-
-fn assert_no_duplicates(all: &[i64]) {
-    let distinct: HashSet<i64> = all.iter().copied().collect();
-    assert_eq!(distinct.len(), all.len(), "an id was issued twice");
-}
-
-fn worker_of(id: i64) -> i32 {
-    ((id >> 12) & 1023) as i32
 }
 
 #[test]
@@ -147,6 +114,38 @@ fn sixteen_servers_lease_sixteen_worker_ids_and_get_them_back_after_a_crash() {
         .iter()
         .all(|&id| id > last_id && worker_of(id) == workers[0]));
     all.extend(ids);
+    // A stray SIGTERM to the lease keeper: it gives the lease back and is started again by
+    // the postmaster, which leases the same worker id again.
+    // (A background worker without a database is not in pg_stat_activity: by its title.)
+    let postmaster = first.postmaster_pid().to_string();
+    let keeper_pid = || -> Option<String> {
+        let out = std::process::Command::new("pgrep")
+            .args(["-P", &postmaster, "-f", "snowflake_ext lease keeper"])
+            .output()
+            .unwrap();
+        let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (!pid.is_empty()).then_some(pid)
+    };
+    let old_keeper = keeper_pid().expect("a lease keeper");
+    let last_id = *all
+        .iter()
+        .filter(|&&id| worker_of(id) == workers[0])
+        .max()
+        .unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &old_keeper])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    wait_until("a new lease keeper", PATIENCE, || {
+        keeper_pid().is_some_and(|pid| pid != old_keeper)
+    });
+    assert_eq!(leased(first), workers[0]);
+    let ids = mint(first, 2000);
+    assert!(ids
+        .iter()
+        .all(|&id| id > last_id && worker_of(id) == workers[0]));
+    all.extend(ids);
     assert_no_duplicates(&all);
     // The registry lists every lease: holder, times, last mark.
     let rows: i64 = registry
@@ -193,7 +192,7 @@ fn a_clone_started_beside_its_original_gets_another_worker_id() {
 #[test]
 fn a_registry_gone_past_the_ttl_stops_minting_before_the_lease_ends_and_back_resumes() {
     let registry = registry("lease-registry-down");
-    let server = server("lease-down", &registry, &["snowflake.lease_ttl=3s"]);
+    let server = server("lease-down", &registry, &["snowflake.lease_ttl=5s"]);
     let worker = leased(&server);
     let mut c = server.connect();
     registry.stop();
@@ -243,7 +242,7 @@ fn an_expired_worker_id_goes_to_a_new_server_only_above_its_old_holders_ids() {
     let old = server(
         "lease-old",
         &registry,
-        &["snowflake.worker_range=7", "snowflake.lease_ttl=3s"],
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
     );
     assert_eq!(leased(&old), 7);
     // The old holder runs ahead of its clock (batches of a million ids), then dies.
@@ -273,7 +272,7 @@ fn an_expired_worker_id_goes_to_a_new_server_only_above_its_old_holders_ids() {
             "snowflake.worker_id=auto",
             reg.as_str(),
             "snowflake.worker_range=7",
-            "snowflake.lease_ttl=3s",
+            "snowflake.lease_ttl=5s",
         ],
     );
     new.use_faketime();
@@ -294,7 +293,7 @@ fn an_expired_worker_id_goes_to_a_new_server_only_above_its_old_holders_ids() {
 fn a_standby_promoted_after_its_primary_died_mints_with_another_id_and_the_old_primary_mints_nothing(
 ) {
     let registry = registry("lease-registry-failover");
-    let primary = server("lease-primary", &registry, &["snowflake.lease_ttl=3s"]);
+    let primary = server("lease-primary", &registry, &["snowflake.lease_ttl=5s"]);
     let worker = leased(&primary);
     let mut all = mint(&primary, 5000);
     let standby = Cluster::standby_of(&primary, "lease-standby", &[]);

@@ -80,8 +80,9 @@ impl std::fmt::Display for WorkerRange {
     }
 }
 
-/// The shortest TTL: a lease must outlive a renewal's round trip and a little clock drift.
-pub const MIN_TTL_MS: u64 = 3_000;
+/// The shortest TTL: a lease must outlive a renewal's round trip, a little clock drift and a
+/// session's clock check (see [`Timing::margin_ms`]).
+pub const MIN_TTL_MS: u64 = 5_000;
 
 /// How a lease is timed, in milliseconds of the holder's boot clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,11 +97,16 @@ impl Timing {
         self.ttl_ms / 3
     }
 
-    /// How long before the end of the TTL the holder stops: a tenth of it, at least a second.
-    /// Two clocks kept by NTP differ in rate by well under a tenth of a percent; the rest is
-    /// room for the holder to see the end coming.
+    /// How long before the end of the TTL the holder stops: a tenth of it, at least a second,
+    /// and the longest a minting session goes without looking at the lease. Two clocks kept by
+    /// NTP differ in rate by well under a tenth of a percent; the rest is room for the holder
+    /// to see the end coming. Sessions mint on the fast path between two clock checks
+    /// ([`crate::timekeeper::REFRESH_MS`] apart, within the step tolerance), and a session
+    /// looks at the lease at its check: a holder whose keeper is stuck stops that much later.
     pub fn margin_ms(&self) -> u64 {
         (self.ttl_ms / 10).max(1_000)
+            + crate::timekeeper::REFRESH_MS
+            + crate::timekeeper::STEP_TOLERANCE_MS
     }
 
     /// The boot time until which a lease obtained by a request sent at `sent_at` may be used.
@@ -191,7 +197,7 @@ mod tests {
     fn a_holder_stops_before_the_registry_could_let_go() {
         let t = Timing { ttl_ms: 30_000 };
         assert_eq!(t.renew_every_ms(), 10_000);
-        assert_eq!(t.usable_until(1_000), 28_000);
+        assert_eq!(t.usable_until(1_000), 26_995);
         // A renewal and the one after it are both due before the end: one may fail.
         assert!(t.renew_at(1_000) + t.renew_every_ms() < t.usable_until(1_000));
         let short = Timing { ttl_ms: MIN_TTL_MS };

@@ -132,17 +132,24 @@ pub fn check(shared: &Shared, worker: u32) {
         refuse(shared);
     }
     if clock::boot_ms() >= shared.lease.usable_until.load(Acquire) {
-        stop_using(
-            shared,
-            worker,
-            "its lease ran out before it could be renewed",
-        );
-        refuse(shared);
+        stop_using(shared, worker, RAN_OUT);
+        if shared.lease.worker.load(Acquire) != worker {
+            refuse(shared);
+        }
     }
 }
 
 /// Stops using the lease of `worker`: nothing more is issued under it.
+///
+/// Under the control lock, as `Keeper::use_lease`: a renewal that the keeper completes while a
+/// session stops the lease (it ran out while the renewal was on its way) either finds the
+/// worker closed, and opens it again, or comes first and is not undone.
 fn stop_using(shared: &Shared, worker: u32, why: &str) {
+    let mut control = shared.control();
+    let out_of_time = why == RAN_OUT;
+    if out_of_time && clock::boot_ms() < shared.lease.usable_until.load(Acquire) {
+        return; // renewed meanwhile
+    }
     if shared
         .lease
         .worker
@@ -150,11 +157,13 @@ fn stop_using(shared: &Shared, worker: u32, why: &str) {
         .is_ok()
     {
         shared.slot(worker).word.fetch_or(CLOSED, AcqRel);
-        let mut control = shared.control();
         control.lease.why.set(why);
         control.lease.worker = None;
     }
 }
+
+/// Why a lease is stopped when its usable time is over.
+const RAN_OUT: &str = "its lease ran out before it could be renewed";
 
 #[cold]
 fn refuse(shared: &Shared) -> ! {
@@ -379,8 +388,14 @@ impl Keeper {
         loop {
             if terminating() {
                 self.release();
-                // SAFETY: the documented way for a background worker to exit.
-                unsafe { pg_sys::proc_exit(0) };
+                errors::log(
+                    format!("snowflake: {NAME} stopping on SIGTERM"),
+                    "It is restarted within a second unless the server is shutting down.",
+                );
+                // SAFETY: the documented way for a background worker to exit; with code 1 the
+                // postmaster starts it again (0 would end it for good: a stray SIGTERM would
+                // stop minting until the server restarts).
+                unsafe { pg_sys::proc_exit(1) };
             }
             // SAFETY: ConfigReloadPending is set by the SIGHUP handler in this process.
             unsafe {
@@ -442,7 +457,7 @@ impl Keeper {
         let timing = self.timing();
         if let Some(held) = self.held {
             if now >= timing.usable_until(held.sent_at) {
-                self.lose(held.worker, "its lease ran out before it could be renewed");
+                self.lose(held.worker, RAN_OUT);
             } else if self.renew_now || now >= timing.renew_at(held.sent_at).max(self.next_attempt)
             {
                 self.renew_now = false;
@@ -606,7 +621,6 @@ impl Keeper {
                 );
             }
         }
-        snowflake_core::marks::reopen(self.shared.slot(worker));
         self.use_lease(held, timing);
         errors::log(
             format!("snowflake: {NAME}: this server holds worker id {worker}"),
@@ -671,16 +685,22 @@ impl Keeper {
         }
     }
 
+    /// Uses a lease just claimed or renewed. A worker closed meanwhile (never used yet, or
+    /// stopped by a session while the renewal was on its way: `stop_using`) is opened again,
+    /// under the control lock: the registry kept it this server's all along.
     fn use_lease(&mut self, held: Held, timing: Timing) {
         self.held = Some(held);
         let lease = &self.shared.lease;
-        lease
-            .usable_until
-            .store(timing.usable_until(held.sent_at), Release);
-        lease.worker.store(held.worker, Release);
         let expires = clock::unix_ms() + timing.ttl_ms as i64;
         {
             let mut control = self.shared.control();
+            lease
+                .usable_until
+                .store(timing.usable_until(held.sent_at), Release);
+            if lease.worker.load(Acquire) != held.worker {
+                snowflake_core::marks::reopen(self.shared.slot(held.worker));
+                lease.worker.store(held.worker, Release);
+            }
             control.lease.worker = Some(held.worker);
             control.lease.expires_unix_ms = expires;
         }

@@ -513,3 +513,51 @@ pub fn explain(client: &mut Client, options: &str, sql: &str) -> String {
         .collect();
     lines.join("\n")
 }
+
+/// Panics, naming them, if any id of `ids` is there twice.
+pub fn assert_no_duplicates(ids: &[i64]) {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    let twice: Vec<i64> = sorted
+        .windows(2)
+        .filter(|pair| pair[0] == pair[1])
+        .map(|pair| pair[0])
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "{} of {} ids were handed out twice, among them {:?}",
+        twice.len(),
+        ids.len(),
+        &twice[..twice.len().min(10)]
+    );
+}
+
+/// The worker id of a snowflake id of the default layout.
+pub fn worker_of(id: i64) -> i32 {
+    ((id >> 12) & 1023) as i32
+}
+
+/// A registry of worker ids: a plain PostgreSQL server, without the extension.
+pub fn registry(name: &str) -> Cluster {
+    let registry = Cluster::new(name, &["shared_preload_libraries=", "max_connections=100"]);
+    registry.start();
+    registry
+}
+
+/// The `snowflake.registry=...` setting that points a server at `registry` as `user`.
+pub fn registry_setting(registry: &Cluster, user: &str) -> String {
+    format!(
+        "snowflake.registry=host=127.0.0.1 port={} dbname=postgres user={user} connect_timeout=5",
+        registry.port
+    )
+}
+
+/// The worker id the server leased, once it has one.
+pub fn leased(cluster: &Cluster) -> i32 {
+    let mut c = cluster.connect();
+    wait_for("a leased worker id", PATIENCE, || {
+        c.query_one("SELECT worker_id FROM snowflake_status()", &[])
+            .unwrap()
+            .get::<_, Option<i32>>(0)
+    })
+}
