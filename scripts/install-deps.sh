@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building, testing, packaging and benchmarking snowflake_ext need on Debian 12,
 # as root: Debian packages, cargo-pgrx 0.18.1, every supported PostgreSQL major
-# (scripts/pg-major) and pglogical for the majors the whole test suite runs on.
+# (scripts/pg-major), pglogical for the majors the whole test suite runs on, and Citus for 18.
 # Idempotent and quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,8 @@ PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-15-pglogical sudo fa
   patchelf
   # pglogical from source, for majors Debian does not package
   make gcc libkrb5-dev libzstd-dev liblz4-dev
+  # Citus from source (scripts/pg-major citus)
+  libcurl4-openssl-dev
   # Debian packages of the extension
   dpkg-dev)
 
@@ -42,5 +44,6 @@ for major in $(scripts/pg-major list); do
   fi
 done
 scripts/pg-major pglogical 18
+scripts/pg-major citus 18
 # For the pg_upgrade test from 15 to 18 (see scripts/pg-major).
 scripts/pg-major install 15.19

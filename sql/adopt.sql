@@ -29,6 +29,7 @@ DECLARE
     max_value bigint;
     floor_id bigint;
     owned_seq text;
+    citus_table boolean;
 BEGIN
     -- The arguments, before any lock.
     IF tbl IS NULL OR col IS NULL THEN
@@ -56,6 +57,19 @@ BEGIN
         RAISE EXCEPTION 'must be the owner of table % to adopt it', rel.name
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Run it as the table''s owner, or as a superuser.';
+    END IF;
+    -- Citus: the default of a distribution column cannot change, and rows are inserted on every
+    -- node, while this checks the ids against this node's high-water mark only.
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 FROM pg_catalog.pg_dist_partition p
+                  WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1'
+           INTO citus_table USING tbl;
+        IF citus_table THEN
+            RAISE EXCEPTION 'table % is a Citus table: snowflake_adopt cannot move it onto snowflake ids', rel.name
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Citus does not change the default of a distribution column, and rows are inserted on every node of the cluster.',
+                      HINT = 'Create a new table whose key defaults to snowflake_nextval(), distribute it, and copy the rows into it with INSERT ... SELECT: new ids are above every bigserial value.';
+        END IF;
     END IF;
     IF worker IS NOT NULL THEN
         -- Raises 22003, naming the range of the server's layout, for a worker outside it.

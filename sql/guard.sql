@@ -20,6 +20,7 @@ DECLARE
     rel text;
     target name;
     found record;
+    citus_table boolean;
 BEGIN
     IF tbl IS NULL OR on_local_worker IS NULL THEN
         RAISE EXCEPTION 'snowflake_guard needs a table'
@@ -40,6 +41,18 @@ BEGIN
         RAISE EXCEPTION 'relation with OID % is not a table', tbl::pg_catalog.oid
             USING ERRCODE = 'wrong_object_type',
                   HINT = 'Pass the table by name, e.g. snowflake_guard(''events'').';
+    END IF;
+    -- Citus runs no triggers on its tables, and rows reach their shards on other nodes.
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 FROM pg_catalog.pg_dist_partition p
+                  WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1'
+           INTO citus_table USING tbl;
+        IF citus_table THEN
+            RAISE EXCEPTION 'table % is a Citus table: snowflake_guard cannot guard it', rel
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Citus runs no triggers on its tables. Inside a Citus cluster every node mints with its own worker id, so rows that Citus moves between nodes need no guard.',
+                      HINT = 'Guard the tables that logical replication fills, on the server they arrive at.';
+        END IF;
     END IF;
     IF col IS NOT NULL THEN
         SELECT a.attname INTO target

@@ -7,6 +7,7 @@
 --   refuses a table with none, several, or one whose type cannot hold ids (it used to guess);
 -- * snowflake_adopt takes a snowflake-typed key column as well as a bigint one, and a worker id
 --   leased from a registry (snowflake.worker_id = 'auto');
+-- * snowflake_guard and snowflake_adopt refuse a Citus table (feature_not_supported), naming it;
 -- * snowflake_status() gains the columns worker_id, worker_source, lease_holder,
 --   lease_expires and registry: it is dropped and created again, with its grants (EXECUTE for
 --   pg_monitor, not for PUBLIC); a grant of your own on it must be made again;
@@ -31,6 +32,7 @@ DECLARE
     rel text;
     target name;
     found record;
+    citus_table boolean;
 BEGIN
     IF tbl IS NULL OR on_local_worker IS NULL THEN
         RAISE EXCEPTION 'snowflake_guard needs a table'
@@ -51,6 +53,18 @@ BEGIN
         RAISE EXCEPTION 'relation with OID % is not a table', tbl::pg_catalog.oid
             USING ERRCODE = 'wrong_object_type',
                   HINT = 'Pass the table by name, e.g. snowflake_guard(''events'').';
+    END IF;
+    -- Citus runs no triggers on its tables, and rows reach their shards on other nodes.
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 FROM pg_catalog.pg_dist_partition p
+                  WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1'
+           INTO citus_table USING tbl;
+        IF citus_table THEN
+            RAISE EXCEPTION 'table % is a Citus table: snowflake_guard cannot guard it', rel
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Citus runs no triggers on its tables. Inside a Citus cluster every node mints with its own worker id, so rows that Citus moves between nodes need no guard.',
+                      HINT = 'Guard the tables that logical replication fills, on the server they arrive at.';
+        END IF;
     END IF;
     IF col IS NOT NULL THEN
         SELECT a.attname INTO target
@@ -120,6 +134,7 @@ DECLARE
     max_value bigint;
     floor_id bigint;
     owned_seq text;
+    citus_table boolean;
 BEGIN
     -- The arguments, before any lock.
     IF tbl IS NULL OR col IS NULL THEN
@@ -147,6 +162,19 @@ BEGIN
         RAISE EXCEPTION 'must be the owner of table % to adopt it', rel.name
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Run it as the table''s owner, or as a superuser.';
+    END IF;
+    -- Citus: the default of a distribution column cannot change, and rows are inserted on every
+    -- node, while this checks the ids against this node's high-water mark only.
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 FROM pg_catalog.pg_dist_partition p
+                  WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1'
+           INTO citus_table USING tbl;
+        IF citus_table THEN
+            RAISE EXCEPTION 'table % is a Citus table: snowflake_adopt cannot move it onto snowflake ids', rel.name
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Citus does not change the default of a distribution column, and rows are inserted on every node of the cluster.',
+                      HINT = 'Create a new table whose key defaults to snowflake_nextval(), distribute it, and copy the rows into it with INSERT ... SELECT: new ids are above every bigserial value.';
+        END IF;
     END IF;
     IF worker IS NOT NULL THEN
         -- Raises 22003, naming the range of the server's layout, for a worker outside it.

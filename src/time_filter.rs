@@ -14,7 +14,8 @@
 //! ```
 //!
 //! The added condition is implied by the original, which stays, so results never change; the
-//! planner can now use the index for it. Only comparisons that are top-level conjuncts of a
+//! planner can now use the index for it. A condition the query already has is not added again
+//! (a Citus shard query arrives with the coordinator's). Only comparisons that are top-level conjuncts of a
 //! WHERE or JOIN ... ON clause are looked at (in the query, its subqueries in FROM and its
 //! CTEs), with a right-hand side that is not volatile. The bounds are IMMUTABLE and clamp times
 //! outside the layout, so a condition never raises an error the query would not.
@@ -211,9 +212,20 @@ unsafe fn add_to_qual(qual: *mut Node) -> *mut Node {
     unsafe {
         let and = is_a(qual, NodeTag::T_BoolExpr)
             && (*qual.cast::<pg_sys::BoolExpr>()).boolop == pg_sys::BoolExprType::AND_EXPR;
-        let extra: Vec<*mut Node> = conjuncts(qual)
-            .into_iter()
-            .flat_map(|c| implied(c))
+        // A bound already there is not added again: Citus sends a shard the query with the
+        // coordinator's bounds in it (as written, or folded to a constant), and the worker's
+        // planner would add each a second time.
+        let present = conjuncts(qual);
+        let there = |e: *mut Node| {
+            present
+                .iter()
+                .any(|&c| pg_sys::equal(c.cast_const().cast(), e.cast_const().cast()))
+        };
+        let extra: Vec<*mut Node> = present
+            .iter()
+            .flat_map(|&c| implied(c))
+            .filter(|bound| !there(bound.clause) && !bound.folded.is_some_and(there))
+            .map(|bound| bound.clause)
             .collect();
         if extra.is_empty() {
             return qual;
@@ -258,9 +270,18 @@ unsafe fn conjuncts(qual: *mut Node) -> Vec<*mut Node> {
     }
 }
 
+/// A bound on the id that a time comparison implies.
+struct Bound {
+    /// `x >= snowflake_lower_bound(rhs)` (or `<=` and the upper bound).
+    clause: *mut Node,
+    /// The same with the bound computed, `x >= 250757303500800000`, when `rhs` is a constant:
+    /// the form the planner folds it to, and Citus sends to a shard.
+    folded: Option<*mut Node>,
+}
+
 /// The bounds on `x` that `snowflake_timestamp(x) OP rhs` implies, if `clause` is that.
 /// SAFETY: `clause` is a valid expression.
-unsafe fn implied(clause: *mut Node) -> Vec<*mut Node> {
+unsafe fn implied(clause: *mut Node) -> Vec<Bound> {
     // SAFETY: the expression's own pointers, checked by tag; catalog lookups by OID.
     unsafe {
         if !is_a(clause, NodeTag::T_OpExpr) {
@@ -315,17 +336,26 @@ unsafe fn implied(clause: *mut Node) -> Vec<*mut Node> {
         if rhs.is_null() {
             return Vec::new();
         }
+        // A constant time: its bounds, computed as the functions do (they never raise).
+        let constant = is_a(rhs, NodeTag::T_Const)
+            .then(|| {
+                let c = rhs.cast::<pg_sys::Const>();
+                TimestampWithTimeZone::from_datum((*c).constvalue, (*c).constisnull)
+            })
+            .flatten();
         let mut out = Vec::new();
-        for (wanted, function, strategy) in [
+        for (wanted, function, strategy, computed) in [
             (
                 lower,
                 "snowflake_lower_bound",
                 pg_sys::BTGreaterEqualStrategyNumber,
+                constant.map(snowflake_lower_bound),
             ),
             (
                 upper,
                 "snowflake_upper_bound",
                 pg_sys::BTLessEqualStrategyNumber,
+                constant.map(snowflake_upper_bound),
             ),
         ] {
             if !wanted {
@@ -353,18 +383,35 @@ unsafe fn implied(clause: *mut Node) -> Vec<*mut Node> {
                 pg_sys::InvalidOid,
                 pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
             );
-            out.push(
+            let compare = |with: *mut Node| -> *mut Node {
                 pg_sys::make_opclause(
                     operator,
                     pg_sys::BOOLOID,
                     false,
                     pg_sys::copyObjectImpl(x.cast()).cast(),
-                    call.cast(),
+                    with.cast(),
                     pg_sys::InvalidOid,
                     pg_sys::InvalidOid,
                 )
-                .cast(),
-            );
+                .cast()
+            };
+            out.push(Bound {
+                clause: compare(call.cast()),
+                folded: computed.map(|id| {
+                    compare(
+                        pg_sys::makeConst(
+                            pg_sys::INT8OID,
+                            -1,
+                            pg_sys::InvalidOid,
+                            8,
+                            pg_sys::Datum::from(id),
+                            false,
+                            true,
+                        )
+                        .cast(),
+                    )
+                }),
+            });
         }
         out
     }

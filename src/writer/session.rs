@@ -73,7 +73,8 @@ fn override_settings() {
 /// or the server's configuration say: each of these could otherwise change or stop its writes
 /// (a read-only or serializable default, a timeout, replication-role triggers, another
 /// tablespace or access method for the tables it creates, an ERROR promoted to FATAL), or
-/// make a name lookup run code planted on a search path.
+/// make a name lookup run code planted on a search path. A setting the server does not have
+/// (a major without it, a library not loaded) is skipped.
 const SETTINGS: &[(&str, &str)] = &[
     ("exit_on_error", "off"),
     ("search_path", "pg_catalog, pg_temp"),
@@ -95,6 +96,13 @@ const SETTINGS: &[(&str, &str)] = &[
     ("standard_conforming_strings", "on"),
     ("transform_null_equals", "off"),
     ("jit", "off"),
+    // Citus, when it is loaded: the marks are this node's own. Its DDL propagation would
+    // refuse the writer's CREATE SCHEMA on a worker ("operation is not allowed on this node")
+    // and copy the schema from a coordinator to every worker; schema-based sharding would make
+    // the schema a distributed one, and Citus-managed tables would put the marks in its metadata.
+    ("citus.enable_ddl_propagation", "off"),
+    ("citus.enable_schema_based_sharding", "off"),
+    ("citus.use_citus_managed_tables", "off"),
 ];
 
 /// Sets the session up, once per start of the writer; no session, no writer (it exits and is
