@@ -47,9 +47,9 @@ const CONNECT: Duration = Duration::from_secs(10);
 /// How long a clean stop waits to give the lease back. SIGTERM has already arrived, so this
 /// exchange alone does not answer it; the postmaster waits for us that long at most.
 const RELEASE_AT_STOP: Duration = Duration::from_secs(2);
-/// How often a keeper that has no lease yet looks whether the mark writer has loaded the
-/// marks (a claim needs them: the new worker is raised above its last holder's ids).
-const MARKS_POLL_MS: u64 = 100;
+/// How soon a claim is tried again when the mark writer has not loaded the marks yet (a
+/// claim needs them: the worker is raised above its last holder's ids).
+const MARKS_POLL_MS: u64 = 500;
 
 /// The lease in shared memory: what the hot path and the slow path read.
 pub struct LeaseShared {
@@ -463,13 +463,6 @@ impl Keeper {
                 self.renew_now = false;
                 self.renew(held, timing);
             }
-        } else if self.shared.control().state == State::Starting {
-            // Not a failure: the marks are loaded a moment after start-up or recovery.
-            self.set_status(
-                Standing::Claiming,
-                "waiting for the mark writer to load the marks",
-            );
-            return now + MARKS_POLL_MS;
         } else if now >= self.next_attempt {
             self.claim(timing);
         }
@@ -602,6 +595,17 @@ impl Keeper {
         let Some(held) = self.record_cap(held, floor, timing) else {
             return;
         };
+        if floor > 0 && self.shared.control().state == State::Starting {
+            // Not a failure: the marks are loaded a moment after start-up (or never, while a
+            // synchronous standby is missing). The lease stays this server's; claimed again
+            // then, it is raised above its last holder's ids.
+            self.set_status(
+                Standing::Claiming,
+                "waiting for the mark writer to load the marks",
+            );
+            self.next_attempt = clock::boot_ms() + MARKS_POLL_MS;
+            return;
+        }
         if floor > 0 {
             let from = (floor >> p.seq_bits).saturating_add(1) << p.seq_bits;
             let reply = mailbox::ask(
