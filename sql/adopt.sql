@@ -67,7 +67,7 @@ BEGIN
         IF citus_table THEN
             RAISE EXCEPTION 'table % is a Citus table: snowflake_adopt cannot move it onto snowflake ids', rel.name
                 USING ERRCODE = 'feature_not_supported',
-                      DETAIL = 'Citus does not change the default of a distribution column, and rows are inserted on every node of the cluster.',
+                      DETAIL = 'Citus does not change the default of a distribution column, and the rows of a Citus table may be inserted through any node of the cluster.',
                       HINT = 'Create a new table whose key defaults to snowflake_nextval(), distribute it, and copy the rows into it with INSERT ... SELECT: new ids are above every bigserial value.';
         END IF;
     END IF;

@@ -50,7 +50,7 @@ BEGIN
         IF citus_table THEN
             RAISE EXCEPTION 'table % is a Citus table: snowflake_guard cannot guard it', rel
                 USING ERRCODE = 'feature_not_supported',
-                      DETAIL = 'Citus runs no triggers on its tables. Inside a Citus cluster every node mints with its own worker id, so rows that Citus moves between nodes need no guard.',
+                      DETAIL = 'Citus writes its tables itself (it runs no triggers on distributed tables), and inside a Citus cluster every node mints with its own worker id, so rows Citus moves between nodes need no guard.',
                       HINT = 'Guard the tables that logical replication fills, on the server they arrive at.';
         END IF;
     END IF;

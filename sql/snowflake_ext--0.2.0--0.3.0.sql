@@ -62,7 +62,7 @@ BEGIN
         IF citus_table THEN
             RAISE EXCEPTION 'table % is a Citus table: snowflake_guard cannot guard it', rel
                 USING ERRCODE = 'feature_not_supported',
-                      DETAIL = 'Citus runs no triggers on its tables. Inside a Citus cluster every node mints with its own worker id, so rows that Citus moves between nodes need no guard.',
+                      DETAIL = 'Citus writes its tables itself (it runs no triggers on distributed tables), and inside a Citus cluster every node mints with its own worker id, so rows Citus moves between nodes need no guard.',
                       HINT = 'Guard the tables that logical replication fills, on the server they arrive at.';
         END IF;
     END IF;
@@ -172,7 +172,7 @@ BEGIN
         IF citus_table THEN
             RAISE EXCEPTION 'table % is a Citus table: snowflake_adopt cannot move it onto snowflake ids', rel.name
                 USING ERRCODE = 'feature_not_supported',
-                      DETAIL = 'Citus does not change the default of a distribution column, and rows are inserted on every node of the cluster.',
+                      DETAIL = 'Citus does not change the default of a distribution column, and the rows of a Citus table may be inserted through any node of the cluster.',
                       HINT = 'Create a new table whose key defaults to snowflake_nextval(), distribute it, and copy the rows into it with INSERT ... SELECT: new ids are above every bigserial value.';
         END IF;
     END IF;
