@@ -12,6 +12,9 @@ runs made under the same conditions, and writes a markdown report and an SVG cha
   M5  inserts at scale: 4 clients inserting batches of 1,000 rows until the table holds 20 million
       rows, far past shared_buffers (128 MB; synchronous_commit off): rows/s against table size,
       then index size and WAL volume
+  M6  inserts through a Citus cluster (a coordinator and two workers, PostgreSQL 18, when Citus
+      and this extension are installed there): pgbench `INSERT` through the coordinator into
+      tables hash-distributed on a snowflake, bigserial or UUIDv4 key, at 2 and 8 clients
   C   instructions per call on the hot path (valgrind --tool=callgrind on a server), and where
       they go
 
@@ -64,20 +67,22 @@ END $$;
 
 
 class Server:
+    """A server of scripts/pg-cluster; `env` is the environment of every pg-cluster call (its
+    PG_MAJOR chooses the major)."""
     def __init__(self, directory, port, settings, env=None):
         self.dir, self.port = str(directory), port
-        subprocess.run([str(CLUSTER), "destroy", self.dir], check=True)
-        subprocess.run([str(CLUSTER), "init", self.dir, str(port)] + settings, check=True)
         self.env = env
+        subprocess.run([str(CLUSTER), "destroy", self.dir], check=True, env=env)
+        subprocess.run([str(CLUSTER), "init", self.dir, str(port)] + settings, check=True, env=env)
 
     def start(self):
         subprocess.run([str(CLUSTER), "start", self.dir], check=True, env=self.env)
 
     def stop(self):
-        subprocess.run([str(CLUSTER), "stop", self.dir], check=True)
+        subprocess.run([str(CLUSTER), "stop", self.dir], check=True, env=self.env)
 
     def destroy(self):
-        subprocess.run([str(CLUSTER), "destroy", self.dir], check=False)
+        subprocess.run([str(CLUSTER), "destroy", self.dir], check=False, env=self.env)
 
     def psql(self, sql, timing=False):
         """Runs sql in a new session; returns (output, milliseconds of the last statement)."""
@@ -229,6 +234,58 @@ M3_TABLES = {
     # The snowflake type (a bigint whose JSON form is a string): the same speed and index size?
     "snowflake type": "id snowflake PRIMARY KEY DEFAULT snowflake_nextval()",
 }
+
+
+# M6: Citus 14 runs on PostgreSQL 16 to 18.
+CITUS_MAJOR = "18"
+M6_TABLES = {
+    "bigserial": "id bigserial PRIMARY KEY",
+    "uuid v4 (gen_random_uuid)": "id uuid PRIMARY KEY DEFAULT gen_random_uuid()",
+    "snowflake_nextval()": "id bigint PRIMARY KEY DEFAULT snowflake_nextval()",
+}
+
+
+def citus_ready():
+    """Whether Citus and this extension are installed for CITUS_MAJOR."""
+    pg_config = subprocess.check_output([str(ROOT / "scripts" / "pg-major"), "pg-config", CITUS_MAJOR], text=True).strip()
+    if not Path(pg_config).exists():
+        return False
+    lib = Path(subprocess.check_output([pg_config, "--pkglibdir"], text=True).strip())
+    share = Path(subprocess.check_output([pg_config, "--sharedir"], text=True).strip()) / "extension"
+    return (lib / "citus.so").exists() and (share / "snowflake_ext.control").exists()
+
+
+def m6(work, ports, seconds, repeats, clients_list):
+    """Inserts through a Citus cluster of three nodes (each minting with its own worker id):
+    pgbench INSERT through the coordinator into tables hash-distributed on their key."""
+    env = dict(os.environ, PG_MAJOR=CITUS_MAJOR)
+    nodes = []
+    try:
+        for i, port in enumerate(ports):
+            node = Server(Path(work) / f"citus-{i}", port, [
+                "shared_preload_libraries=citus,snowflake_ext", f"snowflake.worker_id={10 + i}",
+                "max_prepared_transactions=100", "shared_buffers=256MB", "fsync=on", "synchronous_commit=on"], env=env)
+            nodes.append(node)
+            node.start()
+            node.psql("CREATE EXTENSION citus")
+        coordinator = nodes[0]
+        coordinator.psql(f"SELECT citus_set_coordinator_host('127.0.0.1', {ports[0]});" +
+                         "".join(f"SELECT citus_add_node('127.0.0.1', {p});" for p in ports[1:]) +
+                         "CREATE EXTENSION snowflake_ext;")
+        for label, key in M6_TABLES.items():
+            t = table_name(label)
+            coordinator.psql(f"CREATE TABLE {t} ({key}, v int) WITH (autovacuum_enabled = off);"
+                             f"SELECT create_distributed_table('{t}', 'id');")
+            coordinator.psql(f"INSERT INTO {t} (v) VALUES (0)")  # every node's first id and connections
+
+        def run(label, clients):
+            t = table_name(label)
+            coordinator.psql(f"TRUNCATE {t}")
+            return coordinator.pgbench(f"INSERT INTO {t} (v) VALUES (1);", clients, seconds)
+        return by_clients(clients_list, list(M6_TABLES), repeats, run)
+    finally:
+        for node in nodes:
+            node.destroy()
 
 
 def table_name(label):
@@ -404,6 +461,23 @@ def callgrind_run(work, port, calls, functions):
     return per_call, profiles
 
 
+def m6_table(res, seconds, repeats, clients_list):
+    lines = [f"## M6: Citus, pgbench `INSERT INTO t (v) VALUES (1);` through the coordinator of a 3-node cluster "
+             f"(PostgreSQL {CITUS_MAJOR}), tables hash-distributed on their key, {seconds} s per run, {repeats} rounds", "",
+             "| key | " + " | ".join(f"{c} clients" for c in clients_list) + " |", "|---|" + "---:|" * len(clients_list)]
+    for label, per in res.items():
+        cells = []
+        for c in clients_list:
+            med, lo, hi = summary(per[c])
+            ratio, rlo, rhi = summary(paired_ratios(per[c], res["bigserial"][c]))
+            cells.append(f"{fmt(med)} ({fmt(lo)}-{fmt(hi)}) **{ratio:.2f}** ({rlo:.2f}-{rhi:.2f})")
+        lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
+    lines += ["", "Transactions per second: median (min-max), then **the median ratio to `bigserial`** of runs made in "
+              "the same round. Each insert is routed to one shard on a worker and committed there; the coordinator "
+              "evaluates the key's default (a snowflake id with its own worker id, bigserial from its sequence).", ""]
+    return lines
+
+
 def m1_table(m1_rate, m1_ms, n):
     base = statistics.median(m1_rate[NV])
     empty_ms = statistics.median(m1_ms["empty loop: count(1)"])
@@ -559,6 +633,7 @@ def main():
     ap.add_argument("--port", type=int, help="the first of three ports for its servers (default: free ports)")
     ap.add_argument("--m1-only", action="store_true", help="only M1, printed, no files written (to compare builds)")
     ap.add_argument("--cg-only", action="store_true", help="only the instruction counts, printed, no files written")
+    ap.add_argument("--citus-only", action="store_true", help="only M6 (a Citus cluster), printed, no files written")
     ap.add_argument("--repeats", type=int, help="rounds per measurement (default 5, 2 with --short)")
     args = ap.parse_args()
 
@@ -566,11 +641,14 @@ def main():
         n, repeats, seconds, sizes, clients_list, cg_calls = 200_000, 2, 1, [100_000, 200_000], [1, 2, 4, 8], 2_000
         m3_repeats, m3_seconds = 2, 1
         m5_total, m5_segments = 300_000, 3
+        m6_seconds, m6_repeats = 1, 2
     else:
         n, repeats, seconds, sizes, clients_list, cg_calls = 2_000_000, 5, 5, [1_000_000, 2_000_000], [1, 2, 4, 8], 100_000
         # Inserts wait on fsync, whose latency varies most on this machine: more, shorter rounds.
         m3_repeats, m3_seconds = 11, 3
         m5_total, m5_segments = 20_000_000, 10
+        m6_seconds, m6_repeats = 3, 7
+    m6_clients = [2, 8]
     m5_clients, m5_batch = 4, 1000
     repeats = args.repeats or repeats
     out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="snowflake_ext-bench-")) if args.short else ROOT / "docs")
@@ -582,6 +660,14 @@ def main():
     # Ports nobody holds (a demo server left running by scripts/quickstart.sh, say), unless given.
     ports = [args.port + i for i in range(5)] if args.port else [free_port() for _ in range(5)]
 
+    citus = citus_ready()
+    m6_ports = [free_port() for _ in range(3)]
+    if args.citus_only:
+        if not citus:
+            sys.exit(f"bench: Citus or snowflake_ext is not installed for PostgreSQL {CITUS_MAJOR}")
+        m6_res = m6(work, m6_ports, m6_seconds, args.repeats or m6_repeats, m6_clients)
+        print("\n".join(m6_table(m6_res, m6_seconds, args.repeats or m6_repeats, m6_clients)))
+        return
     if args.cg_only:
         cg, breakdown = callgrind(work, ports[1], cg_calls)
         print("\n".join(f"{label}: {v or 0:,.0f} instructions per call" for label, v in cg.items()))
@@ -637,6 +723,12 @@ def main():
         server.destroy()
     print(f"== M5: inserts at scale, to {fmt(m5_total)} rows", flush=True)
     m5_res = m5(work, ports[2], m5_total, m5_segments, m5_clients, m5_batch)
+    m6_res = None
+    if citus:
+        print(f"== M6: inserts through a Citus cluster (PostgreSQL {CITUS_MAJOR})", flush=True)
+        m6_res = m6(work, m6_ports, m6_seconds, args.repeats or m6_repeats, m6_clients)
+    else:
+        print(f"== M6 left out: Citus or snowflake_ext is not installed for PostgreSQL {CITUS_MAJOR}", flush=True)
     print("== C: instructions per call (callgrind)", flush=True)
     cg, breakdown = callgrind(work, ports[1], cg_calls)
     elapsed = time.time() - started
@@ -680,6 +772,8 @@ def main():
             med, lo, hi = summary(ms)
             lines.append(f"| `{label}` | {fmt(rows)} | {fmt(med)} ({fmt(lo)}-{fmt(hi)}) | {size / 2**20:.1f} MB | {size / big:.3f} |")
     lines += [""] + m5_table(m5_res, m5_total, m5_clients, m5_batch)
+    if m6_res:
+        lines += [""] + m6_table(m6_res, m6_seconds, args.repeats or m6_repeats, m6_clients)
     lines += ["", f"## Cost per id: instructions per call (callgrind, {fmt(cg_calls)} calls each)", "",
               "Counted inside each SQL function (inclusive of everything it calls), in a server run under valgrind.", "",
               "| function | instructions per call |", "|---|---:|"]
