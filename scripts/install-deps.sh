@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building, testing, packaging and benchmarking snowflake_ext need on Debian 12,
 # as root: Debian packages, cargo-pgrx 0.18.1, every supported PostgreSQL major
-# (scripts/pg-major), pglogical for the majors the whole test suite runs on, and Citus for 18.
+# (scripts/pg-major), pglogical for the majors the whole test suite runs on, and Citus for 16-18.
 # Idempotent and quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,12 +46,15 @@ done
 scripts/pg-major pglogical 18
 # Citus for tests/citus.rs and the benchmark's M6, from its source beside the project: without
 # it, everything else works and the Citus tests fail, saying so.
-status=0
-scripts/pg-major citus 18 || status=$?
-if [ "$status" = 3 ]; then
-  echo "install-deps: no Citus source found: the Citus tests (tests/citus.rs) will fail" >&2
-elif [ "$status" != 0 ]; then
-  exit "$status"
-fi
+for major in 16 17 18; do
+  status=0
+  scripts/pg-major citus "$major" || status=$?
+  if [ "$status" = 3 ]; then
+    echo "install-deps: no Citus source found: the Citus tests (tests/citus.rs) will fail" >&2
+    break
+  elif [ "$status" != 0 ]; then
+    exit "$status"
+  fi
+done
 # For the pg_upgrade test from 15 to 18 (see scripts/pg-major).
 scripts/pg-major install 15.19

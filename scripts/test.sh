@@ -6,7 +6,7 @@
 #   * on PostgreSQL 15 and 18: every test: the #[pg_test]s inside a server and every
 #     integration test in tests/ against real servers (standbys, Patroni, pglogical, faults);
 #   * on 14, 16 and 17: the #[pg_test]s and the generation and durability integration tests;
-#   * on 18: a Citus 14 cluster (coordinator and two workers, tests/citus.rs);
+#   * on 16, 17 and 18: a Citus 14 cluster (coordinator and two workers, tests/citus.rs);
 #   * the extension's upgrade from 0.1.0 and 0.2.0, and pg_upgrade from 15 to 18 (tests/upgrade.rs);
 #   * the Debian packages and the PGXN distribution, built and checked (scripts/package,
 #     tests/packages.rs);
@@ -23,9 +23,9 @@ PARTIAL=(14 16 17)
 EVERY_MAJOR=(generation durability interop)
 FULL_ONLY=(errors adopt privilege trust leases failover faults ha multinode)
 AFTER_ALL=(upgrade packages)
-# On a Citus cluster (scripts/pg-major citus), on this major.
+# On a Citus cluster (scripts/pg-major citus), on the majors Citus 14 supports.
 CITUS=(citus)
-CITUS_MAJOR=18
+CITUS_MAJORS=(16 17 18)
 summary=()
 
 # A test file in none of the lists would never run.
@@ -85,7 +85,9 @@ done
 for major in "${PARTIAL[@]}"; do
   step "PostgreSQL $major: ${EVERY_MAJOR[*]} tests" it_tests "$major" "${EVERY_MAJOR[@]}"
 done
-step "PostgreSQL $CITUS_MAJOR: a Citus cluster" it_tests "$CITUS_MAJOR" "${CITUS[@]}"
+for major in "${CITUS_MAJORS[@]}"; do
+  step "PostgreSQL $major: a Citus cluster" it_tests "$major" "${CITUS[@]}"
+done
 step "extension upgrades from 0.1.0 and 0.2.0; pg_upgrade 15 to 18" it_tests 15 upgrade
 step "packages: build (scripts/package) and check" bash -c \
   'scripts/package >/tmp/snowflake_ext-package.log 2>&1 || { cat /tmp/snowflake_ext-package.log; exit 1; }
