@@ -25,7 +25,7 @@ mod registry;
 
 use crate::control::{State, Text};
 use crate::mailbox::{self, Answer, Ask};
-use crate::shmem::{self, Shared};
+use crate::shmem::{self, ControlGuard, Shared};
 use crate::{clock, errors, settings};
 use libpq::{Connection, Failure};
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
@@ -132,7 +132,7 @@ pub fn check(shared: &Shared, worker: u32) {
         refuse(shared);
     }
     if clock::boot_ms() >= shared.lease.usable_until.load(Acquire) {
-        stop_using(shared, worker, RAN_OUT);
+        stop_if_ran_out(shared, worker);
         if shared.lease.worker.load(Acquire) != worker {
             refuse(shared);
         }
@@ -140,16 +140,22 @@ pub fn check(shared: &Shared, worker: u32) {
 }
 
 /// Stops using the lease of `worker`: nothing more is issued under it.
-///
-/// Under the control lock, as `Keeper::use_lease`: a renewal that the keeper completes while a
-/// session stops the lease (it ran out while the renewal was on its way) either finds the
-/// worker closed, and opens it again, or comes first and is not undone.
 fn stop_using(shared: &Shared, worker: u32, why: &str) {
+    stop_locked(shared, &mut shared.control(), worker, why);
+}
+
+/// Stops using the lease of `worker` if its usable time is over. Under the control lock, as
+/// `Keeper::use_lease`: a renewal that the keeper completes while a session stops the lease
+/// (it ran out while the renewal was on its way) either comes first and is kept, or finds the
+/// worker closed and opens it again.
+fn stop_if_ran_out(shared: &Shared, worker: u32) {
     let mut control = shared.control();
-    let out_of_time = why == RAN_OUT;
-    if out_of_time && clock::boot_ms() < shared.lease.usable_until.load(Acquire) {
-        return; // renewed meanwhile
+    if clock::boot_ms() >= shared.lease.usable_until.load(Acquire) {
+        stop_locked(shared, &mut control, worker, RAN_OUT);
     }
+}
+
+fn stop_locked(shared: &Shared, control: &mut ControlGuard<'_>, worker: u32, why: &str) {
     if shared
         .lease
         .worker
