@@ -120,13 +120,18 @@ impl Writer {
         Ok(all.iter().map(|(_, p)| p.mark).max().unwrap_or(0))
     }
 
-    /// While the marks are in doubt, the only request served is a restore of every worker.
+    /// While the marks are in doubt (or not loaded yet), the only request served is a restore
+    /// of every worker.
     pub(super) fn serve_in_doubt(&mut self) {
         let Some((number, ask)) = mailbox::take(self.shared) else {
             return;
         };
+        let starting = self.shared.control().state == State::Starting;
         let accepted = match ask {
             Ask::Restore { worker: None, from } => self.accept_in_doubt(from),
+            _ if starting => Err(Refusal::Failed(
+                "the marks are not loaded yet (the server is starting, or the mark writer is connecting)".into(),
+            )),
             _ => Err(Refusal::Failed(
                 "the marks are in doubt for every worker: restore them all with snowflake_restore_mark(<id>) first".into(),
             )),
