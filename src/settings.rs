@@ -225,6 +225,8 @@ fn max_worker() -> u32 {
     )
 }
 
+// SAFETY: called only by PostgreSQL's GUC machinery as a check hook, with `newval` pointing at the candidate value; it
+// dereferences nothing else.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_worker_id(
     newval: *mut *mut std::ffi::c_char,
@@ -234,10 +236,19 @@ unsafe extern "C-unwind" fn check_worker_id(
     // SAFETY: PostgreSQL passes the new value.
     let text = unsafe { hook_text(newval) };
     parse_worker_id(&text, max_worker())
-        .map_err(check_detail)
+        .map_err(|detail| {
+            check_detail(detail);
+            check_hint(format!(
+                "Give each server a worker id of its own from 0 to {}, or auto to lease one \
+                 from snowflake.registry.",
+                max_worker()
+            ));
+        })
         .is_ok()
 }
 
+// SAFETY: called only by PostgreSQL's GUC machinery as an assign hook, with the value it checked; it
+// dereferences nothing else.
 #[pg_guard]
 unsafe extern "C-unwind" fn assign_worker_id(
     newval: *const std::ffi::c_char,
@@ -260,6 +271,8 @@ unsafe extern "C-unwind" fn assign_worker_id(
 /// `snowflake.registry` must not hold a password: the postmaster logs a setting's new value,
 /// as written, at every reload that changes it, and any superuser can read it. Refused, the
 /// value is not repeated in the message (PostgreSQL's own would quote it).
+// SAFETY: called only by PostgreSQL's GUC machinery as a check hook, with `newval` pointing at the candidate value; it
+// dereferences nothing else.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_registry(
     newval: *mut *mut std::ffi::c_char,
@@ -297,11 +310,18 @@ unsafe extern "C-unwind" fn check_registry(
             check_detail(format!(
                 "snowflake.registry is not a libpq connection string: {e}"
             ));
+            check_hint(
+                "Write keyword=value pairs, e.g. 'host=registry.internal dbname=registry \
+                 user=fleet', or a postgresql:// URI, without a password."
+                    .into(),
+            );
             false
         }
     }
 }
 
+// SAFETY: called only by PostgreSQL's GUC machinery as a check hook, with `newval` pointing at the candidate value; it
+// dereferences nothing else.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_worker_range(
     newval: *mut *mut std::ffi::c_char,
@@ -318,6 +338,11 @@ unsafe extern "C-unwind" fn check_worker_range(
             check_detail(format!(
                 "snowflake.worker_range = \"{}\": {e}.",
                 text.trim()
+            ));
+            check_hint(format!(
+                "Write the first and the last worker id of the range, e.g. '100-199', within 0-{}; \
+                 empty: every worker id.",
+                layout.max_worker()
             ));
             false
         }

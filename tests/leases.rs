@@ -401,6 +401,7 @@ fn no_free_worker_id_bad_settings_and_a_registry_role_without_rights_are_errors(
     ] {
         let e = error_of(&mut c, &format!("ALTER SYSTEM SET {setting} = '{value}'"));
         assert_eq!(e.code, "22023", "{setting} = {value}: {e:?}");
+        assert!(e.hint.is_some(), "{setting} = {value}: no hint");
         let said = format!("{} {}", e.message, e.detail.unwrap_or_default());
         assert!(said.contains(named), "{setting} = {value}: {said}");
     }
