@@ -29,6 +29,9 @@ const PGRES_TUPLES_OK: c_int = 2;
 const PG_DIAG_SQLSTATE: c_int = b'C' as c_int;
 
 /// The libpq functions the keeper calls, loaded from the library at run time.
+// SAFETY: these are only the types of libpq's functions, as libpq-fe.h declares them; each is
+// filled from the symbol of that name (`symbol!`), and every call site states why its
+// arguments are valid.
 struct Api {
     connect_start: unsafe extern "C" fn(*const c_char) -> *mut PGconn,
     connect_poll: unsafe extern "C" fn(*mut PGconn) -> c_int,
