@@ -39,35 +39,49 @@ impl Pair {
     fn up_with(name: &str, worker: &str, env: &[(&str, String)]) -> Pair {
         let one_at_a_time = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
         let dir = test_dir(name);
-        let _ = Command::new(script())
-            .args(["down", dir.to_str().unwrap()])
-            .output();
-        let pg = [free_port(), free_port()];
-        let (api, etcd) = ([free_port(), free_port()], free_port());
-        let ports: Vec<String> = [pg[0], pg[1], api[0], api[1], etcd]
-            .iter()
-            .map(u16::to_string)
-            .collect();
-        let out = Command::new(script())
-            .arg("up")
-            .arg(&dir)
-            .args(&ports)
-            .arg(worker)
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .output()
-            .unwrap();
-        let pair = Pair {
-            dir,
-            pg,
-            _one_at_a_time: one_at_a_time,
-        };
-        assert!(
-            out.status.success(),
-            "patroni-pair up failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        pair
+        // Ports are chosen free but may be taken before etcd or Patroni binds them (the other
+        // tests' clients open connections all the while); the script says so with exit code 4,
+        // and the pair is started again on other ports.
+        for attempt in 1.. {
+            let _ = Command::new(script())
+                .args(["down", dir.to_str().unwrap()])
+                .output();
+            let pg = [free_port(), free_port()];
+            let (api, etcd) = ([free_port(), free_port()], [free_port(), free_port()]);
+            let ports: Vec<String> = [pg[0], pg[1], api[0], api[1], etcd[0], etcd[1]]
+                .iter()
+                .map(u16::to_string)
+                .collect();
+            let out = Command::new(script())
+                .arg("up")
+                .arg(&dir)
+                .args(&ports)
+                .arg(worker)
+                .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+                .output()
+                .unwrap();
+            let report = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if out.status.code() == Some(4) && attempt < 3 {
+                eprintln!("patroni-pair up, attempt {attempt}, again on other ports: {report}");
+                continue;
+            }
+            if !out.status.success() {
+                let _ = Command::new(script())
+                    .args(["down", dir.to_str().unwrap()])
+                    .output();
+                panic!("patroni-pair up failed: {report}");
+            }
+            return Pair {
+                dir,
+                pg,
+                _one_at_a_time: one_at_a_time,
+            };
+        }
+        unreachable!()
     }
 
     fn conninfo(&self, node: usize) -> String {
