@@ -5,7 +5,8 @@
 #   * the unit tests of the pure core (core/), under the debug and the release profile;
 #   * on PostgreSQL 15 and 18: every test: the #[pg_test]s inside a server and every
 #     integration test in tests/ against real servers (standbys, Patroni, pglogical, faults);
-#   * on 14, 16 and 17: the #[pg_test]s and the generation and durability integration tests;
+#   * on 14, 16 and 17: the #[pg_test]s and the generation, durability, interop and portable
+#     integration tests;
 #   * on 16, 17 and 18: a Citus 14 cluster (coordinator and two workers, tests/citus.rs);
 #   * the extension's upgrade from 0.1.0 and 0.2.0, and pg_upgrade from 15 to 18 (tests/upgrade.rs);
 #   * the Debian packages and the PGXN distribution, built and checked (scripts/package,
@@ -20,7 +21,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 FULL=(15 18)
 PARTIAL=(14 16 17)
 # The integration tests (tests/*.rs), by where they run.
-EVERY_MAJOR=(generation durability interop)
+EVERY_MAJOR=(generation durability interop portable)
 FULL_ONLY=(errors adopt privilege trust leases failover faults ha multinode)
 AFTER_ALL=(upgrade packages)
 # On a Citus cluster (scripts/pg-major citus), on the majors Citus 14 supports.

@@ -561,3 +561,73 @@ pub fn leased(cluster: &Cluster) -> i32 {
             .get::<_, Option<i32>>(0)
     })
 }
+
+/// The portable edition's single SQL file.
+pub const PORTABLE_FILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/sql/portable/snowflake_portable.sql"
+);
+
+/// Runs `sql/portable/snowflake_portable.sql` with psql, as `role`, in `db`, in one
+/// transaction and stopping at the first error, the way README tells a database owner to;
+/// returns psql's output and whether it succeeded.
+pub fn install_portable(cluster: &Cluster, db: &str, role: &str) -> (bool, String) {
+    let out = Command::new(cluster.bin("psql"))
+        .args(["-h", "127.0.0.1", "-p", &cluster.port.to_string()])
+        .args([
+            "-U",
+            role,
+            "-d",
+            db,
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-1",
+        ])
+        .args(["-f", PORTABLE_FILE])
+        .output()
+        .expect("run psql");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// A database `db` owned by the ordinary role `app` (created if missing: LOGIN, no other
+/// right), with a schema `ids` of its own first on its search_path, into which `app` installs
+/// the portable edition. The worker id is left unset.
+pub fn portable_database(cluster: &Cluster, db: &str) {
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "DO $$ BEGIN
+             IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'app') THEN CREATE ROLE app LOGIN; END IF;
+         END $$",
+    )
+    .unwrap();
+    c.batch_execute(&format!("CREATE DATABASE {db} OWNER app"))
+        .unwrap();
+    let mut app = connect_as(cluster, db, "app");
+    app.batch_execute(&format!(
+        "CREATE SCHEMA ids; ALTER ROLE app IN DATABASE {db} SET search_path = ids, public"
+    ))
+    .unwrap();
+    let (ok, out) = install_portable(cluster, db, "app");
+    assert!(ok, "installing the portable edition failed:\n{out}");
+}
+
+/// A session as `role` (trust authentication) in `db`.
+pub fn connect_as(cluster: &Cluster, db: &str, role: &str) -> Client {
+    let conninfo = cluster
+        .conninfo(db)
+        .replace("user=postgres", &format!("user={role}"));
+    wait_for(
+        &format!("a connection as {role} to database {db}"),
+        PATIENCE,
+        || Client::connect(&conninfo, NoTls).ok(),
+    )
+}

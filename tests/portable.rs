@@ -1,0 +1,551 @@
+//! The portable edition (`sql/portable/snowflake_portable.sql`) on real servers, tested the way
+//! the native edition is: installed by an ordinary database owner on a server that never loaded
+//! the library, many sessions at once, the clock stepped back while running and across a
+//! `kill -9`, a standby that refuses and is then promoted; and beside the native edition: the
+//! same decoding for random ids of every preset layout, and a live table moved from one edition
+//! to the other and back. (pg_upgrade: tests/upgrade.rs.)
+
+mod common;
+
+use common::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A server that does not load the library.
+fn plain_server(name: &str, settings: &[&str]) -> Cluster {
+    let mut all = vec!["shared_preload_libraries="];
+    all.extend_from_slice(settings);
+    let cluster = Cluster::new(name, &all);
+    cluster.start();
+    cluster
+}
+
+/// `n` ids from `snowflake_nextval()`, one statement each, as `app`.
+fn singles(c: &mut postgres::Client, n: usize) -> Vec<i64> {
+    (0..n)
+        .map(|_| {
+            c.query_one("SELECT snowflake_nextval()", &[])
+                .unwrap()
+                .get(0)
+        })
+        .collect()
+}
+
+#[test]
+fn an_ordinary_owner_installs_it_and_only_the_owner_sets_the_worker_id() {
+    let cluster = plain_server("portable-install", &[]);
+    portable_database(&cluster, "app");
+    let mut app = connect_as(&cluster, "app", "app");
+
+    // Before a worker id is set, minting is an error with the way out.
+    let e = error_of(&mut app, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(
+        e.hint
+            .as_deref()
+            .unwrap()
+            .contains("snowflake_set_worker_id(1)"),
+        "{e:?}"
+    );
+    let e = error_of(&mut app, "SELECT snowflake_set_worker_id(1024)");
+    assert_eq!(e.code, "22003", "{e:?}");
+    assert!(e.message.contains("1024") && e.hint.is_some(), "{e:?}");
+    app.batch_execute("SELECT snowflake_set_worker_id(5)")
+        .unwrap();
+
+    // Another role mints with that worker id and can change nothing.
+    cluster
+        .connect()
+        .batch_execute("CREATE ROLE other LOGIN")
+        .unwrap();
+    app.batch_execute("GRANT USAGE ON SCHEMA ids TO other")
+        .unwrap();
+    let mut other = connect_as(&cluster, "app", "other");
+    let id: i64 = other
+        .query_one("SELECT ids.snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker_of(id), 5);
+    for sql in [
+        "SELECT ids.snowflake_set_worker_id(6)",
+        "SELECT ids.snowflake_set_layout('twitter')",
+        "SELECT ids.snowflake_restore_mark(0)",
+        "SELECT setval('ids.snowflake_portable_ticks', 1)",
+        "SELECT nextval('ids.snowflake_portable_ticks')",
+        "UPDATE ids.snowflake_portable_config SET worker = 6",
+        "SELECT ids._snowflake_write_functions()",
+        "SET snowflake.worker_id = 6; SELECT ids.snowflake_nextval()",
+    ] {
+        match other.batch_execute(sql) {
+            Err(e) => assert_eq!(e.code().map(|c| c.code()), Some("42501"), "{sql}: {e}"),
+            Ok(()) => {
+                // Only the custom setting may be set; it changes nothing.
+                assert!(sql.starts_with("SET snowflake.worker_id"), "{sql} worked");
+            }
+        }
+    }
+    let id: i64 = other
+        .query_one("SELECT ids.snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker_of(id), 5, "a session changed the worker id");
+
+    // Running the file again keeps the worker id and the counter.
+    let before = singles(&mut app, 100);
+    let (ok, out) = install_portable(&cluster, "app", "app");
+    assert!(ok, "{out}");
+    let after = singles(&mut connect_as(&cluster, "app", "app"), 100);
+    assert!(after[0] > *before.last().unwrap());
+    assert!(after.iter().all(|&id| worker_of(id) == 5));
+
+    // The layout cannot change under issued ids.
+    let e = error_of(&mut app, "SELECT snowflake_set_layout('sonyflake')");
+    assert_eq!(e.code, "55000", "{e:?}");
+
+    // A schema where others may create objects is refused at install.
+    let mut su = cluster.connect();
+    su.batch_execute("CREATE DATABASE open OWNER app").unwrap();
+    cluster
+        .connect_to("open")
+        .batch_execute("GRANT CREATE ON SCHEMA public TO PUBLIC")
+        .unwrap();
+    let (ok, out) = install_portable(&cluster, "open", "app");
+    assert!(
+        !ok && out.contains("lets other roles create objects"),
+        "{out}"
+    );
+}
+
+#[test]
+fn its_errors_name_the_value_and_give_a_hint() {
+    let cluster = plain_server("portable-errors", &[]);
+    portable_database(&cluster, "app");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("SELECT snowflake_set_worker_id(1)")
+        .unwrap();
+    for (sql, code, named) in [
+        ("SELECT snowflake_nextval_batch(0)", "22003", "0"),
+        (
+            "SELECT snowflake_nextval_batch(1000001)",
+            "22003",
+            "1000001",
+        ),
+        ("SELECT snowflake_decode(-5)", "22023", "-5"),
+        ("SELECT snowflake_timestamp(-5)", "22023", "-5"),
+        ("SELECT snowflake_decode(1, 'nope')", "22023", "nope"),
+        ("SELECT snowflake_compose(now(), 1024, 0)", "22003", "1024"),
+        ("SELECT snowflake_compose(now(), 1, 4096)", "22003", "4096"),
+        ("SELECT snowflake_min_id('1990-01-01')", "22008", "1990"),
+        (
+            "SELECT snowflake_from_text('06Y62KVCW0C0')",
+            "22P02",
+            "06Y62KVCW0C0",
+        ),
+        ("SELECT snowflake_from_text('12', 'hex')", "22023", "hex"),
+        ("SELECT snowflake_to_text(1, 'hex')", "22023", "hex"),
+        (
+            "SELECT * FROM snowflake_partition_bounds('2027-01-01', '2026-01-01')",
+            "22023",
+            "2026",
+        ),
+    ] {
+        let e = error_of(&mut app, sql);
+        assert_eq!(e.code, code, "{sql}: {e:?}");
+        assert!(e.message.contains(named), "{sql}: {e:?}");
+        assert!(
+            e.hint.as_deref().is_some_and(|h| !h.is_empty()),
+            "{sql}: {e:?}"
+        );
+    }
+}
+
+#[test]
+fn many_sessions_at_once_never_repeat_an_id_and_a_cancelled_wait_leaves_no_lock() {
+    let cluster = plain_server("portable-concurrent", &[]);
+    portable_database(&cluster, "app");
+    connect_as(&cluster, "app", "app")
+        .batch_execute("SELECT snowflake_set_worker_id(2)")
+        .unwrap();
+
+    // Eight sessions, single calls and batches interleaved; the owner restores the mark to the
+    // counter's own last id meanwhile (a setval under the same lock, which must not move it
+    // back).
+    let sessions: Vec<_> = (0..8)
+        .map(|s| {
+            let conninfo = cluster.conninfo("app").replace("user=postgres", "user=app");
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                let mut mine = Vec::new();
+                for round in 0..10 {
+                    let singles = singles(&mut c, 100);
+                    assert_strictly_increasing(&singles);
+                    mine.extend(singles);
+                    mine.extend(ids(&mut c, "SELECT snowflake_nextval_batch(500)"));
+                    if s == 0 && round % 2 == 0 {
+                        let last = *mine.last().unwrap();
+                        c.query_one("SELECT snowflake_restore_mark($1)", &[&last])
+                            .unwrap();
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let all: Vec<i64> = sessions
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert_eq!(all.len(), 8 * 10 * 600);
+    assert_no_duplicates(&all);
+
+    // A session holds the minting lock; another's call waits and is cancelled by its
+    // statement_timeout. It must not be left holding the lock (or a request for it).
+    let mut holder = connect_as(&cluster, "app", "app");
+    let key: i64 = holder
+        .query_one(
+            "SELECT (1936617335::bigint << 32) | 'ids.snowflake_portable_ticks'::regclass::oid::bigint",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&key])
+        .unwrap();
+    let mut waiter = connect_as(&cluster, "app", "app");
+    let e = error_of(
+        &mut waiter,
+        "SET statement_timeout = '200ms'; SELECT snowflake_nextval()",
+    );
+    assert_eq!(e.code, "57014", "{e:?}");
+    holder
+        .execute("SELECT pg_advisory_unlock($1)", &[&key])
+        .unwrap();
+    waiter.batch_execute("RESET statement_timeout").unwrap();
+    let held: i64 = waiter
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(held, 0);
+    // Everyone mints again: nobody holds the lock.
+    let mut third = connect_as(&cluster, "app", "app");
+    let next = singles(&mut third, 10);
+    assert!(next[0] > *all.iter().max().unwrap());
+    singles(&mut waiter, 10);
+}
+
+#[test]
+fn the_clock_set_back_while_running_and_across_a_crash_never_repeats_an_id() {
+    let mut cluster = Cluster::new("portable-clock", &["shared_preload_libraries="]);
+    cluster.use_faketime();
+    cluster.start();
+    portable_database(&cluster, "app");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("SELECT snowflake_set_worker_id(3)")
+        .unwrap();
+    let mut before = singles(&mut app, 200);
+    before.extend(ids(&mut app, "SELECT snowflake_nextval_batch(100000)"));
+    let largest = *before.iter().max().unwrap();
+
+    // An hour back while running.
+    cluster.set_clock_offset(-3600);
+    wait_until("the server's clock to go an hour back", PATIENCE, || {
+        let ms: f64 = app
+            .query_one(
+                "SELECT extract(epoch FROM clock_timestamp())::float8 * 1000",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        (ms as i64) < unix_ms_now() - 1_800_000
+    });
+    let during = singles(&mut app, 200);
+    assert!(during[0] > largest, "{} after {largest}", during[0]);
+    assert_strictly_increasing(&during);
+
+    // A crash, and a start with the clock two hours back.
+    let largest = *during.last().unwrap();
+    cluster.kill_postmaster();
+    cluster.set_clock_offset(-7200);
+    cluster.start();
+    let mut app = connect_as(&cluster, "app", "app");
+    let after = singles(&mut app, 200);
+    assert!(after[0] > largest, "{} after {largest}", after[0]);
+    let all: Vec<i64> = before.into_iter().chain(during).chain(after).collect();
+    assert_no_duplicates(&all);
+}
+
+#[test]
+fn a_standby_refuses_and_once_promoted_continues_above_every_committed_id() {
+    let primary = plain_server("portable-primary", &[]);
+    portable_database(&primary, "app");
+    let mut app = connect_as(&primary, "app", "app");
+    app.batch_execute("SELECT snowflake_set_worker_id(4)")
+        .unwrap();
+    let standby = Cluster::standby_of(&primary, "portable-standby", &[]);
+    standby.start();
+    let mut c = primary.connect();
+    c.batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        .unwrap();
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_for_synchronous_standby(&mut c);
+
+    let mut issued = singles(&mut app, 300);
+    issued.extend(ids(&mut app, "SELECT snowflake_nextval_batch(50000)"));
+    let largest = *issued.iter().max().unwrap();
+
+    let mut on_standby = connect_as(&standby, "app", "app");
+    let e = error_of(&mut on_standby, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "25006", "{e:?}");
+    assert!(e.hint.is_some(), "{e:?}");
+    let worker: i32 = on_standby
+        .query_one("SELECT snowflake_worker($1)", &[&largest])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker, 4, "decoding works on a standby");
+
+    // The primary dies; its synchronous standby takes over and mints above every id.
+    primary.kill_postmaster();
+    standby.promote();
+    let mut app = connect_as(&standby, "app", "app");
+    let next = singles(&mut app, 100);
+    assert!(next[0] > largest, "{} after {largest}", next[0]);
+}
+
+/// A server with the library preloaded (worker 3) and a database `app` that has both editions:
+/// the native extension in `public`, the portable one in `ids`.
+fn both_editions(name: &str) -> Cluster {
+    let cluster = Cluster::new(name, &["snowflake.worker_id=3"]);
+    cluster.start();
+    portable_database(&cluster, "app");
+    cluster
+        .connect_to("app")
+        .batch_execute("CREATE EXTENSION snowflake_ext SCHEMA public")
+        .unwrap();
+    connect_as(&cluster, "app", "app")
+        .batch_execute("SELECT ids.snowflake_set_worker_id(3)")
+        .unwrap();
+    cluster
+}
+
+#[test]
+fn both_editions_decode_every_preset_layout_alike() {
+    let cluster = both_editions("portable-decode");
+    let mut c = cluster.connect_to("app");
+    c.batch_execute(
+        "CREATE TEMP TABLE sample AS
+           SELECT (floor(random() * 2147483648)::bigint << 32) | floor(random() * 4294967296)::bigint AS id,
+                  floor(random() * 65536)::integer AS r
+           FROM generate_series(1, 20000);
+         CREATE TEMP TABLE layouts AS
+           SELECT unnest(ARRAY['snowflake', 'twitter', 'discord', 'instagram', 'sonyflake', 'pgedge']) AS layout;",
+    )
+    .unwrap();
+    // Each check returns the rows on which the editions differ (none), and how many it compared.
+    let checks = [
+        (
+            "decode(id, layout)",
+            "SELECT s.id::text || ' ' || l.layout, count(*) OVER ()
+               FROM sample s, layouts l,
+                    LATERAL public.snowflake_decode(s.id, l.layout) n,
+                    LATERAL ids.snowflake_decode(s.id, l.layout) p
+              WHERE (n.ts, n.worker, n.seq) IS DISTINCT FROM (p.ts, p.worker, p.seq)",
+        ),
+        (
+            "compose(decode(id)) = id",
+            "SELECT s.id::text || ' ' || l.layout, 0
+               FROM sample s, layouts l, LATERAL public.snowflake_decode(s.id, l.layout) n
+              WHERE ids.snowflake_compose(n.ts, n.worker, n.seq, l.layout)
+                    IS DISTINCT FROM public.snowflake_compose(n.ts, n.worker, n.seq, l.layout)",
+        ),
+        (
+            "the default layout's functions",
+            "SELECT s.id::text, 0 FROM sample s
+              WHERE (public.snowflake_timestamp(s.id), public.snowflake_worker(s.id), public.snowflake_sequence(s.id),
+                     public.snowflake_min_id(public.snowflake_timestamp(s.id)), public.snowflake_max_id(public.snowflake_timestamp(s.id)))
+                    IS DISTINCT FROM
+                    (ids.snowflake_timestamp(s.id), ids.snowflake_worker(s.id), ids.snowflake_sequence(s.id),
+                     ids.snowflake_min_id(ids.snowflake_timestamp(s.id)), ids.snowflake_max_id(ids.snowflake_timestamp(s.id)))",
+        ),
+        (
+            "bounds of any timestamp, clamped",
+            "SELECT t::text, 0 FROM (
+                 SELECT timestamptz '1990-01-01' + s.id % 4000000000000 * interval '1 microsecond' * 1000 AS t FROM sample s
+                 UNION ALL SELECT unnest(ARRAY['-infinity', 'infinity', '2024-12-31 23:59:59.999999+00',
+                                               '2025-01-01 00:00:00+00', '2094-09-07 15:47:35.551+00',
+                                               '2094-09-07 15:47:35.552+00']::timestamptz[])) x
+              WHERE (public.snowflake_lower_bound(t), public.snowflake_upper_bound(t))
+                    IS DISTINCT FROM (ids.snowflake_lower_bound(t), ids.snowflake_upper_bound(t))",
+        ),
+        (
+            "text forms both ways",
+            "SELECT s.id::text || ' ' || f, 0
+               FROM sample s, unnest(ARRAY['base32', 'base62', 'decimal', 'CROCKFORD', 'dec']) f
+              WHERE public.snowflake_to_text(s.id, f) IS DISTINCT FROM ids.snowflake_to_text(s.id, f)
+                 OR ids.snowflake_from_text(public.snowflake_to_text(s.id, f), f) IS DISTINCT FROM s.id
+                 OR ids.snowflake_from_text(lower(public.snowflake_to_text(s.id, 'base32'))) IS DISTINCT FROM s.id",
+        ),
+        (
+            "partition bounds",
+            "SELECT t::text, 0 FROM (SELECT timestamptz '2025-01-01' + s.r % 20000 * interval '1 day' AS t FROM sample s LIMIT 500) x,
+                    LATERAL public.snowflake_partition_bounds(t, t + interval '1 month') n,
+                    LATERAL ids.snowflake_partition_bounds(t, t + interval '1 month') p
+              WHERE (n.from_id, n.to_id) IS DISTINCT FROM (p.from_id, p.to_id)",
+        ),
+    ];
+    for (what, sql) in checks {
+        let differ: Vec<String> = c
+            .query(&format!("{sql} LIMIT 5"), &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert!(differ.is_empty(), "{what} differs for {differ:?}");
+    }
+    // The comparison is not empty: 120,000 pairs of decodings.
+    let compared: i64 = c
+        .query_one(
+            "SELECT count(*) FROM sample s, layouts l, LATERAL ids.snowflake_decode(s.id, l.layout) p
+              WHERE p.ts IS NOT NULL",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(compared, 120_000);
+
+    // The same errors for the same bad input.
+    for bad in [
+        "snowflake_decode(-1)",
+        "snowflake_timestamp(-1)",
+        "snowflake_decode(1, 'nope')",
+        "snowflake_compose('2026-01-01', 1024, 0)",
+        "snowflake_compose('2026-01-01', 1, 4096)",
+        "snowflake_compose('2026-01-01', 70000, 0, 'sonyflake')",
+        "snowflake_min_id('2024-01-01')",
+        "snowflake_max_id('2100-01-01')",
+        "snowflake_to_text(-1)",
+        "snowflake_to_text(1, 'hex')",
+        "snowflake_from_text('')",
+        "snowflake_from_text('06Y62KVCW0C0')",
+        "snowflake_from_text('06Y62KVCW0C000')",
+        "snowflake_from_text('-06Y62KVCW0C00')",
+        "snowflake_from_text('06Y62--KVCW0C00')",
+        "snowflake_from_text('06Y62KVCW0CU0')",
+        "snowflake_from_text('0ITkfOwqJl', 'base62')",
+        "snowflake_from_text('-1', 'decimal')",
+        "snowflake_from_text('99999999999999999999', 'decimal')",
+        "snowflake_from_text('9223372036854775808', 'decimal')",
+        "snowflake_from_text('12a', 'decimal')",
+    ] {
+        let native = error_of(&mut c, &format!("SELECT public.{bad}"));
+        let portable = error_of(&mut c, &format!("SELECT ids.{bad}"));
+        assert_eq!(
+            native.code, portable.code,
+            "{bad}: {native:?} / {portable:?}"
+        );
+        assert_eq!(
+            native.detail, portable.detail,
+            "{bad}: {native:?} / {portable:?}"
+        );
+    }
+}
+
+#[test]
+fn a_live_table_moves_from_the_native_edition_to_the_portable_one_and_back() {
+    let cluster = both_editions("portable-move");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute(
+        "CREATE TABLE public.orders (id bigint PRIMARY KEY DEFAULT public.snowflake_nextval(), n int NOT NULL)",
+    )
+    .unwrap();
+
+    // Three sessions insert all along, each checking that its ids only go up.
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(Mutex::new(0usize));
+    let loaders: Vec<_> = (0..3)
+        .map(|_| {
+            let conninfo = cluster.conninfo("app").replace("user=postgres", "user=app");
+            let (stop, count) = (stop.clone(), count.clone());
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                let mut mine: Vec<i64> = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let id: i64 = c
+                        .query_one("INSERT INTO orders (n) VALUES (1) RETURNING id", &[])
+                        .unwrap()
+                        .get(0);
+                    if let Some(&last) = mine.last() {
+                        assert!(id > last, "{id} after {last}");
+                    }
+                    mine.push(id);
+                    *count.lock().unwrap() += 1;
+                }
+                mine
+            })
+        })
+        .collect();
+    let inserted = |at_least: usize| {
+        wait_until(&format!("{at_least} inserts"), PATIENCE, || {
+            *count.lock().unwrap() >= at_least
+        })
+    };
+
+    // The edition in use runs ahead of the clock (a batch of 1,000,000 takes 244 ms of ids),
+    // so the other one, left to the clock, would start below its ids.
+    let switch = |c: &mut postgres::Client, ahead: &str, restore: &str, default: &str| {
+        c.batch_execute(ahead).unwrap();
+        let mut tx = c.transaction().unwrap();
+        tx.batch_execute("LOCK TABLE orders IN EXCLUSIVE MODE")
+            .unwrap();
+        let largest: i64 = tx
+            .query_one("SELECT max(id) FROM orders", &[])
+            .unwrap()
+            .get(0);
+        tx.batch_execute(&format!(
+            "SELECT {restore}((SELECT max(id) FROM orders));
+             ALTER TABLE orders ALTER id SET DEFAULT {default}"
+        ))
+        .unwrap();
+        let first: i64 = tx
+            .query_one("INSERT INTO orders (n) VALUES (2) RETURNING id", &[])
+            .unwrap()
+            .get(0);
+        tx.commit().unwrap();
+        assert!(first > largest, "{first} after {largest}");
+    };
+
+    inserted(300);
+    // Native to portable, by the table's owner (the owner of the portable schema).
+    switch(
+        &mut app,
+        "SELECT count(*) FROM public.snowflake_nextval_batch(1000000)",
+        "ids.snowflake_restore_mark",
+        "ids.snowflake_nextval()",
+    );
+    inserted(600);
+    // Portable to native: the native snowflake_restore_mark is a superuser's.
+    let mut su = cluster.connect_to("app");
+    switch(
+        &mut su,
+        "SELECT count(*) FROM ids.snowflake_nextval_batch(1000000)",
+        "public.snowflake_restore_mark",
+        "public.snowflake_nextval()",
+    );
+    inserted(900);
+    stop.store(true, Ordering::Relaxed);
+    let acked: Vec<i64> = loaders
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert_no_duplicates(&acked);
+    let (rows, distinct): (i64, i64) = {
+        let r = su
+            .query_one("SELECT count(*), count(DISTINCT id) FROM orders", &[])
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(rows, distinct);
+    assert_eq!(rows as usize, acked.len() + 2);
+}
