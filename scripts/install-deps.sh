@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, testing, packaging and benchmarking snowflake_ext need on Debian 12,
 # as root: Debian packages, cargo-pgrx 0.18.1, every supported PostgreSQL major
-# (scripts/pg-major), pglogical for the majors the whole test suite runs on, and Citus for 16-18.
+# (scripts/pg-major), pglogical for the majors the whole test suite runs on, Citus for 16-18 and
+# pg_tle for every major.
 # Idempotent and quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,8 @@ PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-15-pglogical sudo fa
   make gcc libkrb5-dev libzstd-dev liblz4-dev
   # Citus from source (scripts/pg-major citus)
   libcurl4-openssl-dev
+  # pg_tle from source (scripts/pg-major pg_tle): its build runs flex
+  flex bison
   # Debian packages of the extension
   dpkg-dev)
 
@@ -51,6 +54,18 @@ for major in 16 17 18; do
   scripts/pg-major citus "$major" || status=$?
   if [ "$status" = 3 ]; then
     echo "install-deps: no Citus source found: the Citus tests (tests/citus.rs) will fail" >&2
+    break
+  elif [ "$status" != 0 ]; then
+    exit "$status"
+  fi
+done
+# pg_tle for the portable edition's trusted-language install (tests/portable.rs), every major,
+# from its source beside the project: without it, the pg_tle test fails, saying so.
+for major in $(scripts/pg-major list); do
+  status=0
+  scripts/pg-major pg_tle "$major" || status=$?
+  if [ "$status" = 3 ]; then
+    echo "install-deps: no pg_tle source found: the pg_tle test (tests/portable.rs) will fail" >&2
     break
   elif [ "$status" != 0 ]; then
     exit "$status"

@@ -549,3 +549,70 @@ fn a_live_table_moves_from_the_native_edition_to_the_portable_one_and_back() {
     assert_eq!(rows, distinct);
     assert_eq!(rows as usize, acked.len() + 2);
 }
+
+/// The pg_tle install as README gives it, run by a shell in the project's directory with the
+/// connection in PG* variables.
+const PG_TLE_INSTALL: &str = r#"{ echo "SELECT pgtle.install_extension('snowflake_portable', '0.3.0', 'snowflake ids in SQL', \$snowflake_portable\$"
+  cat sql/portable/snowflake_portable.sql
+  echo "\$snowflake_portable\$);"; } | psql -v ON_ERROR_STOP=1 -X -q"#;
+
+#[test]
+fn it_installs_as_a_pg_tle_extension() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert!(
+        readme.contains(PG_TLE_INSTALL),
+        "README's pg_tle command differs from the one tested here:\n{PG_TLE_INSTALL}"
+    );
+    let cluster = plain_server("portable-tle", &["shared_preload_libraries=pg_tle"]);
+    app_database(&cluster, "app");
+    cluster
+        .connect_to("app")
+        .batch_execute("CREATE EXTENSION pg_tle; GRANT pgtle_admin TO app")
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        cluster.bin("").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", PG_TLE_INSTALL])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PATH", path)
+        .envs([
+            ("PGHOST", "127.0.0.1".to_string()),
+            ("PGPORT", cluster.port.to_string()),
+            ("PGUSER", "app".into()),
+            ("PGDATABASE", "app".into()),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("CREATE EXTENSION snowflake_portable SCHEMA ids")
+        .unwrap();
+    let e = error_of(&mut app, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    app.batch_execute("SELECT snowflake_set_worker_id(9)")
+        .unwrap();
+    let minted = ids(&mut app, "SELECT snowflake_nextval_batch(1000)");
+    let more = singles(&mut app, 100);
+    assert!(more[0] > *minted.last().unwrap());
+    assert!(minted.iter().chain(&more).all(|&id| worker_of(id) == 9));
+    // The functions written for the worker id belong to the extension: it drops cleanly.
+    app.batch_execute("DROP EXTENSION snowflake_portable")
+        .unwrap();
+    let left: i64 = app
+        .query_one(
+            "SELECT count(*) FROM pg_proc WHERE pronamespace = 'ids'::regnamespace",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+}

@@ -1,7 +1,7 @@
 //! Upgrades: the extension from each older version (0.1.0, 0.2.0) to this one in place
 //! (`ALTER EXTENSION ... UPDATE`) while a session keeps inserting, and a cluster from PostgreSQL 15 to 18 with `pg_upgrade` (copy and
-//! link), its clock an hour back. Needs the extension installed for 15 and 18 (scripts/test.sh
-//! runs it after both).
+//! link), its clock an hour back; and the portable edition's counter from 14 to 18. Needs the
+//! extension installed for 15 and 18 (scripts/test.sh runs it after both).
 
 mod common;
 
@@ -398,4 +398,79 @@ fn pg_upgrade_from_15_to_18_copy_carries_the_marks() {
 #[test]
 fn pg_upgrade_from_15_to_18_link_carries_the_marks() {
     upgrade_15_to_18("--link");
+}
+
+/// The portable edition through pg_upgrade from 14 to 18: servers without the library, the
+/// counter in an ordinary sequence, carried like any other; the new cluster's clock an hour
+/// back.
+#[test]
+fn pg_upgrade_from_14_to_18_carries_the_portable_counter() {
+    let old = Cluster::new_on(Some("14"), "portable-old", &["shared_preload_libraries="]);
+    old.start();
+    portable_database(&old, "app");
+    let mut app = connect_as(&old, "app", "app");
+    app.batch_execute(
+        "SELECT snowflake_set_worker_id(7);
+         CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int);
+         INSERT INTO orders (n) SELECT g FROM generate_series(1, 1000) g;",
+    )
+    .unwrap();
+    let largest: i64 = app
+        .query_one("SELECT max(x) FROM snowflake_nextval_batch(1000000) x", &[])
+        .unwrap()
+        .get(0);
+    drop(app);
+    old.stop();
+    let mut new = Cluster::new_on(Some("18"), "portable-new", &["shared_preload_libraries="]);
+    let work = test_dir("portable-upgrade-work");
+    std::fs::create_dir_all(&work).unwrap();
+    Command::new("chown")
+        .args(["postgres:postgres", work.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let (p1, p2) = (free_port().to_string(), free_port().to_string());
+    let (b14, b18) = (old.bin(""), new.bin(""));
+    run_as_postgres(
+        &work,
+        &new.bin("pg_upgrade"),
+        &[
+            "-b",
+            b14.to_str().unwrap(),
+            "-B",
+            b18.to_str().unwrap(),
+            "-d",
+            old.dir.to_str().unwrap(),
+            "-D",
+            new.dir.to_str().unwrap(),
+            "-p",
+            &p1,
+            "-P",
+            &p2,
+            "--copy",
+        ],
+    );
+    new.use_faketime();
+    new.set_clock_offset(-3600);
+    new.start();
+    let mut app = connect_as(&new, "app", "app");
+    let version: String = app
+        .query_one("SHOW server_version_num", &[])
+        .unwrap()
+        .get(0);
+    assert!(version.starts_with("18"), "{version}");
+    let next: i64 = app
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        next > largest,
+        "after pg_upgrade: {next} is not above {largest}"
+    );
+    app.batch_execute("INSERT INTO orders (n) VALUES (1001)")
+        .unwrap();
+    let rows: i64 = app
+        .query_one("SELECT count(DISTINCT id) FROM orders", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1001);
 }

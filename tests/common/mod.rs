@@ -602,6 +602,14 @@ pub fn install_portable(cluster: &Cluster, db: &str, role: &str) -> (bool, Strin
 /// right), with a schema `ids` of its own first on its search_path, into which `app` installs
 /// the portable edition. The worker id is left unset.
 pub fn portable_database(cluster: &Cluster, db: &str) {
+    app_database(cluster, db);
+    let (ok, out) = install_portable(cluster, db, "app");
+    assert!(ok, "installing the portable edition failed:\n{out}");
+}
+
+/// A database `db` owned by the ordinary role `app`, with a schema `ids` of its own first on
+/// its search_path.
+pub fn app_database(cluster: &Cluster, db: &str) {
     let mut c = cluster.connect();
     c.batch_execute(
         "DO $$ BEGIN
@@ -616,8 +624,6 @@ pub fn portable_database(cluster: &Cluster, db: &str) {
         "CREATE SCHEMA ids; ALTER ROLE app IN DATABASE {db} SET search_path = ids, public"
     ))
     .unwrap();
-    let (ok, out) = install_portable(cluster, db, "app");
-    assert!(ok, "installing the portable edition failed:\n{out}");
 }
 
 /// A session as `role` (trust authentication) in `db`.
