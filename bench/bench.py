@@ -18,8 +18,9 @@ runs made under the same conditions, and writes a markdown report and an SVG cha
   C   instructions per call on the hot path (valgrind --tool=callgrind on a server), and where
       they go
 
-Every measurement includes the floor (M1 and C: a function doing only the call and the clock
-read) and, when it is installed (bench/run builds it from ../shared/peers/pgedge-snowflake),
+M1 to M4 include the portable edition (sql/portable/snowflake_portable.sql, in the schema
+`portable` of the same server). Every measurement includes the floor (M1 and C: a function doing
+only the call and the clock read) and, when it is installed (bench/run builds it from ../shared/peers/pgedge-snowflake),
 pgEdge's snowflake.
 
 Run it through bench/run, which builds and installs the release build first.
@@ -47,6 +48,12 @@ NV = "nextval('seq')"  # the label of the reference generator
 FLOOR = "floor: the call and a clock read"
 PGEDGE = "pgEdge snowflake.nextval()"
 AUTO = "snowflake_nextval(), worker id leased (auto)"
+# The portable edition (sql/portable/snowflake_portable.sql), installed in the schema `portable`
+# of the same server with a worker id of its own.
+PORTABLE = "portable edition: snowflake_nextval()"
+PORTABLE_SQL = ("CREATE SCHEMA portable; SET search_path = portable;\n"
+                + (ROOT / "sql" / "portable" / "snowflake_portable.sql").read_text()
+                + "\nRESET search_path; SELECT portable.snowflake_set_worker_id(2);")
 # The floor is a symbol of our library that the extension's SQL does not declare (src/bench_floor.rs).
 FLOOR_SQL = ("CREATE FUNCTION snowflake_bench_floor(integer) RETURNS bigint VOLATILE PARALLEL SAFE "
              "LANGUAGE c AS 'snowflake_ext', 'snowflake_bench_floor_wrapper';")
@@ -233,6 +240,7 @@ M3_TABLES = {
     "snowflake_nextval()": "id bigint PRIMARY KEY DEFAULT snowflake_nextval()",
     # The snowflake type (a bigint whose JSON form is a string): the same speed and index size?
     "snowflake type": "id snowflake PRIMARY KEY DEFAULT snowflake_nextval()",
+    PORTABLE: "id bigint PRIMARY KEY DEFAULT portable.snowflake_nextval()",
 }
 
 
@@ -478,6 +486,34 @@ def m6_table(res, seconds, repeats, clients_list):
     return lines
 
 
+def throughput_table(title, res, ref, clients_list):
+    rows = [f"## {title}", "", "| generator | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in clients_list) + " |",
+            "|---|" + "---:|" * len(clients_list)]
+    for name, per in res.items():
+        cells = []
+        for c in clients_list:
+            med, lo, hi = summary(per[c])
+            ratio, rlo, rhi = summary(paired_ratios(per[c], res[ref][c]))
+            cells.append(f"{fmt(med)} ({fmt(lo)}-{fmt(hi)}) **{ratio:.2f}** ({rlo:.2f}-{rhi:.2f})")
+        rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    rows += ["", f"Transactions per second: median (min-max), then **the median ratio to `{ref}`** of runs made "
+             "in the same round (min-max of those ratios).", ""]
+    return rows
+
+
+def m4_table(m4_res, sizes):
+    lines = [f"## M4: bulk `INSERT INTO t (v) SELECT g FROM generate_series(1, N) g`", "",
+             "| generator | rows | wall time, ms (min-max) | primary-key index | ratio to bigserial's index |", "|---|---:|---:|---:|---:|"]
+    for rows in sizes:
+        big = statistics.median([s for _, s in m4_res["bigserial"][rows]])
+        for label, per in m4_res.items():
+            ms = [m for m, _ in per[rows]]
+            size = statistics.median([s for _, s in per[rows]])
+            med, lo, hi = summary(ms)
+            lines.append(f"| `{label}` | {fmt(rows)} | {fmt(med)} ({fmt(lo)}-{fmt(hi)}) | {size / 2**20:.1f} MB | {size / big:.3f} |")
+    return lines
+
+
 def m1_table(m1_rate, m1_ms, n):
     base = statistics.median(m1_rate[NV])
     empty_ms = statistics.median(m1_ms["empty loop: count(1)"])
@@ -493,6 +529,19 @@ def m1_table(m1_rate, m1_ms, n):
                         "the same argument as `snowflake_nextval(1)`, reads the same clock and returns a bigint, and does "
                         "nothing else (src/bench_floor.rs). Above the floor: the median over rounds of the difference between "
                         "the two runs of a round.", ""]
+
+
+def portable_headline(m1_rate, m2_res, m3_res, m4_res, rows, worst):
+    """The portable edition's figures beside nextval(), bigserial and the native edition."""
+    med = statistics.median
+    wall = {k: med([ms for ms, _ in v[rows]]) for k, v in m4_res.items()}
+    return (f"* **The portable edition** (no library, PL/pgSQL): `snowflake_nextval()` makes "
+            f"{med(m1_rate[PORTABLE]) / med(m1_rate[NV]):.2f}x as many ids per second as `nextval()` in one session (M1; "
+            f"the native edition {med(m1_rate['snowflake_nextval()']) / med(m1_rate[NV]):.2f}x, PL/pgSQL UUIDv7 "
+            f"{med(m1_rate['uuid v7 (PL/pgSQL)']) / med(m1_rate[NV]):.2f}x); `SELECT G;` {worst(m2_res, PORTABLE, NV)} the tps of "
+            f"`nextval()` (M2); as a primary key, {worst(m3_res, PORTABLE, 'bigserial')} the tps of `bigserial` (M3); "
+            f"{rows:,} rows in one INSERT take {wall[PORTABLE] / wall['bigserial']:.2f}x bigserial's time (native "
+            f"{wall['snowflake_nextval()'] / wall['bigserial']:.2f}x, UUIDv4 {wall['uuid v4 (gen_random_uuid)'] / wall['bigserial']:.2f}x) (M4).")
 
 
 def headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list, rows, auto_ns):
@@ -528,6 +577,7 @@ def headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list
         f"* **M4, {rows:,} rows in one INSERT:** the snowflake primary-key index is {size[sf] / size['bigserial']:.3f}x "
         f"the size of bigserial's (of the `snowflake` type: {size['snowflake type'] / size['bigserial']:.3f}x); UUIDv4's is {size['uuid v4 (gen_random_uuid)'] / size['bigserial']:.2f}x, "
         f"UUIDv7's {size['uuid v7 (PL/pgSQL)'] / size['bigserial']:.2f}x.",
+        portable_headline(m1_rate, m2_res, m3_res, m4_res, rows, worst),
         f"* **M5, inserts at scale to {m5_res[sf]['rates'][-1][0] / 1e6:g}M rows** past a 128 MB buffer cache: "
         f"snowflake {min(scale):.2f}x to {max(scale):.2f}x bigserial's rows/s at every size "
         f"({m5_res[sf]['overall'] / m5_res['bigserial']['overall']:.2f}x overall, checkpoints included); at the end UUIDv4 "
@@ -634,6 +684,7 @@ def main():
     ap.add_argument("--m1-only", action="store_true", help="only M1, printed, no files written (to compare builds)")
     ap.add_argument("--cg-only", action="store_true", help="only the instruction counts, printed, no files written")
     ap.add_argument("--citus-only", action="store_true", help="only M6 (a Citus cluster), printed, no files written")
+    ap.add_argument("--m1-m4", action="store_true", help="only M1 to M4, printed, no files written (3 rounds, 3 s runs)")
     ap.add_argument("--repeats", type=int, help="rounds per measurement (default 5, 2 with --short)")
     args = ap.parse_args()
 
@@ -650,6 +701,8 @@ def main():
         m6_seconds, m6_repeats = 3, 7
     m6_clients = [2, 8]
     m5_clients, m5_batch = 4, 1000
+    if args.m1_m4 and not args.short:
+        repeats, seconds, m3_repeats, m3_seconds = 3, 3, 5, 3
     repeats = args.repeats or repeats
     out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="snowflake_ext-bench-")) if args.short else ROOT / "docs")
     out.mkdir(parents=True, exist_ok=True)
@@ -685,6 +738,7 @@ def main():
     started = time.time()
     try:
         server.psql("CREATE EXTENSION snowflake_ext; CREATE SEQUENCE bench_seq;" + UUIDV7_PLPGSQL + FLOOR_SQL)
+        server.psql(PORTABLE_SQL)
         generators = {
             FLOOR: "snowflake_bench_floor(1)",
             "snowflake_nextval(1)": "snowflake_nextval(1)",
@@ -692,6 +746,7 @@ def main():
             NV: "nextval('bench_seq')",
             "gen_random_uuid()": "gen_random_uuid()",
             "uuid v7 (PL/pgSQL)": "uuidv7()",
+            PORTABLE: "portable.snowflake_nextval()",
         }
         if args.m1_only:
             # Comparing two builds of this extension: the UUID generators only cost time.
@@ -706,6 +761,20 @@ def main():
         m1_rate, m1_ms = m1(server, n, 3 * repeats, generators)
         if args.m1_only:
             print("\n".join(m1_table(m1_rate, m1_ms, n)))
+            return
+        if args.m1_m4:
+            print("== M2: pgbench SELECT G", flush=True)
+            m2_res = m2(server, seconds, repeats, clients_list, generators)
+            print("== M3: pgbench INSERT", flush=True)
+            create_tables(server, list(M3_TABLES))
+            m3_res = m3(server, m3_seconds, m3_repeats, clients_list)
+            print("== M4: bulk INSERT ... SELECT", flush=True)
+            m4_res = m4(server, sizes, repeats)
+            print("\n".join(m1_table(m1_rate, m1_ms, n) + [""]
+                            + throughput_table(f"M2: pgbench `SELECT G;`, {seconds} s per run", m2_res, NV, clients_list)
+                            + throughput_table(f"M3: pgbench `INSERT`, {m3_seconds} s per run, {m3_repeats} rounds",
+                                               m3_res, "bigserial", clients_list)
+                            + m4_table(m4_res, sizes)))
             return
         print("== M1 with a leased worker id (snowflake.worker_id = 'auto')", flush=True)
         auto_ns = m1_auto(work, ports[3:5], n, 3 * repeats)
@@ -741,36 +810,14 @@ def main():
              f"Every measurement repeated {repeats} times with the generators interleaved in a new random order each round; "
              f"medians, with min-max. Took {elapsed / 60:.1f} min.", ""]
     lines += m1_table(m1_rate, m1_ms, n)
-    def throughput_table(title, res, ref):
-        rows = [f"## {title}", "", "| generator | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in clients_list) + " |",
-                "|---|" + "---:|" * len(clients_list)]
-        for name, per in res.items():
-            cells = []
-            for c in clients_list:
-                med, lo, hi = summary(per[c])
-                ratio, rlo, rhi = summary(paired_ratios(per[c], res[ref][c]))
-                cells.append(f"{fmt(med)} ({fmt(lo)}-{fmt(hi)}) **{ratio:.2f}** ({rlo:.2f}-{rhi:.2f})")
-            rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
-        rows += ["", f"Transactions per second: median (min-max), then **the median ratio to `{ref}`** of runs made "
-                 "in the same round (min-max of those ratios).", ""]
-        return rows
-
-    lines += throughput_table(f"M2: pgbench `SELECT G;`, {seconds} s per run, -M prepared", m2_res, nv)
+    lines += throughput_table(f"M2: pgbench `SELECT G;`, {seconds} s per run, -M prepared", m2_res, nv, clients_list)
     lines += ["At 1 client every transaction waits for the client's and the backend's wake-ups in turn, which "
               "dominate on this virtual machine; from 2 clients on, pgbench and the backends share the two cores.", ""]
     lines += throughput_table(f"M3: pgbench `INSERT INTO t (v) VALUES (1);`, primary key defaulting to G, "
-                              f"{m3_seconds} s per run, {args.repeats or m3_repeats} rounds", m3_res, "bigserial")
+                              f"{m3_seconds} s per run, {args.repeats or m3_repeats} rounds", m3_res, "bigserial", clients_list)
     lines += ["Each insert commits and waits for its WAL flush, so the generators' own cost is hidden by fsync "
               "latency, whose variation is what the min-max shows.", ""]
-    lines += [f"## M4: bulk `INSERT INTO t (v) SELECT g FROM generate_series(1, N) g`", "",
-              "| generator | rows | wall time, ms (min-max) | primary-key index | ratio to bigserial's index |", "|---|---:|---:|---:|---:|"]
-    for rows in sizes:
-        big = statistics.median([s for _, s in m4_res["bigserial"][rows]])
-        for label, per in m4_res.items():
-            ms = [m for m, _ in per[rows]]
-            size = statistics.median([s for _, s in per[rows]])
-            med, lo, hi = summary(ms)
-            lines.append(f"| `{label}` | {fmt(rows)} | {fmt(med)} ({fmt(lo)}-{fmt(hi)}) | {size / 2**20:.1f} MB | {size / big:.3f} |")
+    lines += m4_table(m4_res, sizes)
     lines += [""] + m5_table(m5_res, m5_total, m5_clients, m5_batch)
     if m6_res:
         lines += [""] + m6_table(m6_res, m6_seconds, args.repeats or m6_repeats, m6_clients)
