@@ -60,7 +60,10 @@ fn next(shared: &Shared, worker: u32) -> i64 {
 
 fn batch(shared: &'static Shared, worker: u32, n: Option<i32>) -> SetOfIterator<'static, i64> {
     let n = match n {
-        None => errors::null_argument("n", "Pass how many ids to take, between 1 and {MAX_BATCH}."),
+        None => errors::null_argument(
+            "n",
+            &format!("Pass how many ids to take, between 1 and {MAX_BATCH}."),
+        ),
         Some(n) if !(1..=MAX_BATCH).contains(&n) => errors::raise(
             PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
             format!("cannot take {n} snowflake ids in one call"),

@@ -136,6 +136,11 @@ fn bad_arguments_raise_clear_errors() {
                 "{sql}: no hint: {e:?}"
             );
         }
+        // A placeholder left unformatted ("{MAX_BATCH}") is a hint that says nothing.
+        assert!(
+            !format!("{e:?}").contains("{MAX"),
+            "{sql}: a placeholder in the text: {e:?}"
+        );
     }
     // The session survived all of it and still makes ids of the configured worker.
     let worker: i32 = c
