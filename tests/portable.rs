@@ -124,11 +124,15 @@ fn its_errors_name_the_value_and_give_a_hint() {
     app.batch_execute("SELECT snowflake_set_worker_id(1)")
         .unwrap();
     for (sql, code, named) in [
-        ("SELECT snowflake_nextval_batch(0)", "22003", "0"),
+        (
+            "SELECT snowflake_nextval_batch(0)",
+            "22003",
+            "take 0 snowflake ids",
+        ),
         (
             "SELECT snowflake_nextval_batch(1000001)",
             "22003",
-            "1000001",
+            "take 1000001 snowflake ids",
         ),
         ("SELECT snowflake_decode(-5)", "22023", "-5"),
         ("SELECT snowflake_timestamp(-5)", "22023", "-5"),
@@ -299,6 +303,7 @@ fn a_standby_refuses_and_once_promoted_continues_above_every_committed_id() {
     let mut on_standby = connect_as(&standby, "app", "app");
     let e = error_of(&mut on_standby, "SELECT snowflake_nextval()");
     assert_eq!(e.code, "25006", "{e:?}");
+    assert!(e.message.contains("worker 4 during recovery"), "{e:?}");
     assert!(e.hint.is_some(), "{e:?}");
     let worker: i32 = on_standby
         .query_one("SELECT snowflake_worker($1)", &[&largest])

@@ -429,13 +429,13 @@ BEGIN
     seq_bits := _snowflake_seq_bits(cfg.layout);
     prepare := format($f$
         IF pg_is_in_recovery() THEN
-            RAISE EXCEPTION 'cannot mint snowflake ids of worker %%s during recovery', %3$s
+            RAISE EXCEPTION 'cannot mint snowflake ids of worker %% during recovery', %3$s
                 USING ERRCODE = '25006',
                       DETAIL = 'This server is a standby (or is recovering): the primary owns the counter.',
                       HINT = 'Mint ids on the primary. Decoding functions work on a standby; after a promotion this server mints above every id whose transaction reached it.';
         END IF;
         IF %2$s IS NULL THEN
-            RAISE EXCEPTION 'the snowflake worker id is not set in schema %%s', %1$L
+            RAISE EXCEPTION 'the snowflake worker id is not set in schema %%', %1$L
                 USING ERRCODE = '55000',
                       DETAIL = 'snowflake_nextval() mints with the worker id set by snowflake_set_worker_id(), and none was set.',
                       HINT = 'As the owner of the schema, give this database a worker id no other writer uses: SELECT snowflake_set_worker_id(1);';
@@ -449,34 +449,34 @@ BEGIN
             -- Set before the call: if the wait for the lock is cancelled, the handler
             -- finds it not granted and leaves it.
             locked := true;
-            PERFORM pg_advisory_lock(%2$s);
+            PERFORM pg_advisory_lock(lock_key);
             -- Read under the lock, so no reading goes back relative to the counter because
             -- of a wait. A clock before the epoch reads as the epoch.
             clock_tick := greatest(0, (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - %3$s) / %4$s) << %5$s;
-            next_tick := nextval('%1$s.snowflake_portable_ticks');
+            next_tick := nextval(%2$s);
             first := greatest(next_tick, clock_tick);
             IF first + n > %6$s THEN
-                RAISE EXCEPTION 'snowflake worker %%s has reached the end of the id layout (%%s)', %8$s, %7$L
+                RAISE EXCEPTION 'snowflake worker %% has reached the end of the id layout (%%)', %8$s, %7$L
                     USING ERRCODE = '2200H',
                           DETAIL = format('The system clock reads %%s; the counter is at %%s of %%s ticks.', clock_timestamp(), first, %6$s),
                           HINT = 'Check the server''s clock; if it is right, this layout''s time range is used up.';
             END IF;
             IF first + n - 1 <> next_tick THEN
-                PERFORM setval('%1$s.snowflake_portable_ticks', first + n - 1);
+                PERFORM setval(%2$s, first + n - 1);
             END IF;
-            PERFORM pg_advisory_unlock(%2$s);
+            PERFORM pg_advisory_unlock(lock_key);
             locked := false;
         EXCEPTION WHEN OTHERS OR query_canceled THEN
             IF locked AND EXISTS (
                 SELECT 1 FROM pg_locks
                 WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1
-                  AND classid::bigint = %2$s >> 32 AND objid::bigint = %2$s & 4294967295)
+                  AND classid::bigint = lock_key >> 32 AND objid::bigint = lock_key & 4294967295)
             THEN
-                PERFORM pg_advisory_unlock(%2$s);
+                PERFORM pg_advisory_unlock(lock_key);
             END IF;
             RAISE;
         END;$f$,
-        s, (1936617335::bigint << 32) | 'snowflake_portable_ticks'::regclass::oid::bigint,
+        s, quote_literal(s || '.snowflake_portable_ticks'),
         _snowflake_epoch_ms(cfg.layout), _snowflake_unit_ms(cfg.layout), seq_bits,
         (_snowflake_max_time(cfg.layout) + 1) << seq_bits, cfg.layout, coalesce(cfg.worker::text, 'NULL'));
 
@@ -487,6 +487,7 @@ BEGIN
         AS $body$
         DECLARE
             n constant integer := 1;
+            lock_key constant bigint := %8$s;
             locked boolean := false;
             clock_tick bigint;
             next_tick bigint;
@@ -503,13 +504,14 @@ BEGIN
         SET search_path = pg_catalog, %1$s, pg_temp
         AS $body$
         DECLARE
+            lock_key constant bigint := %8$s;
             locked boolean := false;
             clock_tick bigint;
             next_tick bigint;
             first bigint;
         BEGIN
             IF n IS NULL OR n < 1 OR n > 1000000 THEN
-                RAISE EXCEPTION 'cannot take %%s snowflake ids in one call', coalesce(n::text, 'NULL')
+                RAISE EXCEPTION 'cannot take %% snowflake ids in one call', coalesce(n::text, 'NULL')
                     USING ERRCODE = CASE WHEN n IS NULL THEN '22004' ELSE '22003' END,
                           DETAIL = 'n must be between 1 and 1000000.',
                           HINT = 'Take at most 1000000 ids per call; call it again for more.';
@@ -517,7 +519,7 @@ BEGIN
             -- As the native edition with snowflake.max_ahead = 2s: a batch that would run
             -- further than 2 s ahead of the clock can never be issued.
             IF n > %7$s THEN
-                RAISE EXCEPTION 'cannot take %%s snowflake ids of worker %%s at once', n, %6$s
+                RAISE EXCEPTION 'cannot take %% snowflake ids of worker %% at once', n, %6$s
                     USING ERRCODE = '54000',
                           DETAIL = 'A worker''s ids may run at most 2000 ms ahead of the clock, which holds %7$s ids in layout %2$s.',
                           HINT = 'Take fewer ids per call.';
@@ -530,7 +532,11 @@ BEGIN
         END
         $body$;
     $f$, s, cfg.layout, seq_bits, prepare, reserve, coalesce(cfg.worker::text, 'NULL'),
-        ((2000 + _snowflake_unit_ms(cfg.layout) - 1) / _snowflake_unit_ms(cfg.layout)) << seq_bits);
+        ((2000 + _snowflake_unit_ms(cfg.layout) - 1) / _snowflake_unit_ms(cfg.layout)) << seq_bits,
+        -- The lock's key: 'snow' and the counter's oid, looked up by name when the function is
+        -- first run in a session, so that a restored dump (new oids) still agrees with
+        -- snowflake_restore_mark.
+        format('(1936617335::bigint << 32) | %L::regclass::oid::bigint', s || '.snowflake_portable_ticks'));
 
     EXECUTE format($f$
         CREATE OR REPLACE FUNCTION %1$s.snowflake_decode(id bigint)
