@@ -226,7 +226,6 @@ CREATE OR REPLACE FUNCTION _snowflake_timestamp_of(t bigint, layout text) RETURN
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN to_timestamp(((_snowflake_epoch_ms(layout) + t * _snowflake_unit_ms(layout))::numeric / 1000)::double precision);
 
--- The time field of a timestamp, rounded down; an error outside the layout.
 -- The span of a layout, for messages: its first and its last instant.
 CREATE OR REPLACE FUNCTION _snowflake_range(layout text) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -234,22 +233,45 @@ RETURN 'Ids of this layout (' || _snowflake_describe(layout) || ') count time fr
     || ' to ' || (_snowflake_timestamp_of(_snowflake_max_time(layout), layout)
                   + make_interval(secs => (_snowflake_unit_ms(layout) - 1) / 1000.0)) || '.';
 
+-- The error of a timestamp outside a layout. IMMUTABLE although it prints timestamps in the
+-- session's time zone, because it never returns: it only raises, and being immutable keeps
+-- _snowflake_time_of (and so snowflake_min_id and the bounds) inlinable.
+CREATE OR REPLACE FUNCTION _snowflake_time_error(ts timestamptz, layout text) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF ts < _snowflake_timestamp_of(0, layout) THEN
+        RAISE EXCEPTION 'timestamp % is before the snowflake epoch %', ts, _snowflake_timestamp_of(0, layout)
+            USING ERRCODE = '22008', DETAIL = _snowflake_range(layout),
+                  HINT = 'Use a timestamp within the id layout''s range; for an open-ended range query, compare with 0 instead.';
+    END IF;
+    RAISE EXCEPTION 'timestamp % is after the end of the snowflake id layout, %', ts,
+            _snowflake_timestamp_of(_snowflake_max_time(layout), layout) + make_interval(secs => (_snowflake_unit_ms(layout) - 1) / 1000.0)
+        USING ERRCODE = '22008', DETAIL = _snowflake_range(layout),
+              HINT = 'Use a timestamp within the id layout''s range; for an open-ended range query, compare with 9223372036854775807 instead.';
+END
+$$;
+
+-- Microseconds since 1970 of a finite timestamp: from an interval (immutable), not from
+-- extract(epoch FROM timestamptz) (stable), so that the functions using it are inlined.
+CREATE OR REPLACE FUNCTION _snowflake_unix_us(ts timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN floor(extract(epoch FROM ts - timestamptz '1970-01-01 00:00:00+00') * 1000000)::bigint;
+
+-- One past the last microsecond a layout counts.
+CREATE OR REPLACE FUNCTION _snowflake_end_us(layout text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (_snowflake_epoch_ms(layout) + (_snowflake_max_time(layout) + 1) * _snowflake_unit_ms(layout)) * 1000;
+
 -- The time field of a timestamp, rounded down; an error outside the layout.
 CREATE OR REPLACE FUNCTION _snowflake_time_of(ts timestamptz, layout text) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE
-    WHEN ts < _snowflake_timestamp_of(0, layout) THEN _snowflake_error('22008',
-        'timestamp ' || ts || ' is before the snowflake epoch ' || _snowflake_timestamp_of(0, layout),
-        _snowflake_range(layout),
-        'Use a timestamp within the id layout''s range; for an open-ended range query, compare with 0 instead.')
-    WHEN ts >= _snowflake_timestamp_of(_snowflake_max_time(layout), layout)
-               + make_interval(secs => _snowflake_unit_ms(layout) / 1000.0) THEN _snowflake_error('22008',
-        'timestamp ' || ts || ' is after the end of the snowflake id layout, '
-            || (_snowflake_timestamp_of(_snowflake_max_time(layout), layout) + make_interval(secs => (_snowflake_unit_ms(layout) - 1) / 1000.0)),
-        _snowflake_range(layout),
-        'Use a timestamp within the id layout''s range; for an open-ended range query, compare with 9223372036854775807 instead.')
-    ELSE (floor(extract(epoch FROM ts) * 1000000)::bigint - _snowflake_epoch_ms(layout) * 1000)
-         / (_snowflake_unit_ms(layout) * 1000)
+    WHEN NOT isfinite(ts)
+      OR _snowflake_unix_us(ts) < _snowflake_epoch_ms(layout) * 1000
+      OR _snowflake_unix_us(ts) >= _snowflake_end_us(layout)
+    THEN _snowflake_time_error(ts, layout)
+    ELSE (_snowflake_unix_us(ts) - _snowflake_epoch_ms(layout) * 1000) / (_snowflake_unit_ms(layout) * 1000)
 END;
 
 -- A worker id or sequence number, checked against its field: `what` names it in the message,
@@ -267,13 +289,16 @@ END;
 -- Decoding and composing, in a layout named by the caller.
 -- ---------------------------------------------------------------------------------------------
 
+-- No row for a NULL argument, as a STRICT function would give; not declared STRICT, because
+-- the planner inlines only set-returning functions that are not.
 CREATE OR REPLACE FUNCTION snowflake_decode(id bigint, layout text)
 RETURNS TABLE (ts timestamptz, worker integer, seq integer)
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
 BEGIN ATOMIC
     SELECT _snowflake_timestamp_of(_snowflake_time_of_id(id, layout), layout),
            _snowflake_worker_of_id(id, layout),
-           _snowflake_seq_of_id(id, layout);
+           _snowflake_seq_of_id(id, layout)
+    WHERE id IS NOT NULL AND layout IS NOT NULL;
 END;
 
 CREATE OR REPLACE FUNCTION snowflake_compose(ts timestamptz, worker integer, seq integer, layout text)
@@ -541,10 +566,11 @@ BEGIN
     EXECUTE format($f$
         CREATE OR REPLACE FUNCTION %1$s.snowflake_decode(id bigint)
         RETURNS TABLE (ts timestamptz, worker integer, seq integer)
-        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
         BEGIN ATOMIC
             SELECT %1$s._snowflake_timestamp_of(%1$s._snowflake_time_of_id(id, %2$L), %2$L),
-                   %1$s._snowflake_worker_of_id(id, %2$L), %1$s._snowflake_seq_of_id(id, %2$L);
+                   %1$s._snowflake_worker_of_id(id, %2$L), %1$s._snowflake_seq_of_id(id, %2$L)
+            WHERE id IS NOT NULL;
         END;
 
         CREATE OR REPLACE FUNCTION %1$s.snowflake_timestamp(id bigint) RETURNS timestamptz
@@ -578,31 +604,30 @@ BEGIN
         CREATE OR REPLACE FUNCTION %1$s.snowflake_lower_bound(ts timestamptz) RETURNS bigint
         LANGUAGE sql IMMUTABLE PARALLEL SAFE
         RETURN CASE
-            WHEN ts < %1$s._snowflake_timestamp_of(0, %2$L) THEN 0
-            WHEN ts >= %1$s._snowflake_timestamp_of(%1$s._snowflake_max_time(%2$L), %2$L)
-                       + make_interval(secs => %1$s._snowflake_unit_ms(%2$L) / 1000.0) THEN 9223372036854775807
+            WHEN ts = '-infinity' OR (isfinite(ts) AND %1$s._snowflake_unix_us(ts) < %1$s._snowflake_epoch_ms(%2$L) * 1000) THEN 0
+            WHEN NOT isfinite(ts) OR %1$s._snowflake_unix_us(ts) >= %1$s._snowflake_end_us(%2$L) THEN 9223372036854775807
             ELSE %1$s.snowflake_min_id(ts)
         END;
 
         CREATE OR REPLACE FUNCTION %1$s.snowflake_upper_bound(ts timestamptz) RETURNS bigint
         LANGUAGE sql IMMUTABLE PARALLEL SAFE
         RETURN CASE
-            WHEN ts < %1$s._snowflake_timestamp_of(0, %2$L) THEN -1
-            WHEN ts >= %1$s._snowflake_timestamp_of(%1$s._snowflake_max_time(%2$L), %2$L)
-                       + make_interval(secs => %1$s._snowflake_unit_ms(%2$L) / 1000.0) THEN 9223372036854775807
+            WHEN ts = '-infinity' OR (isfinite(ts) AND %1$s._snowflake_unix_us(ts) < %1$s._snowflake_epoch_ms(%2$L) * 1000) THEN -1
+            WHEN NOT isfinite(ts) OR %1$s._snowflake_unix_us(ts) >= %1$s._snowflake_end_us(%2$L) THEN 9223372036854775807
             ELSE %1$s.snowflake_max_id(ts)
         END;
 
         CREATE OR REPLACE FUNCTION %1$s.snowflake_partition_bounds(from_ts timestamptz, to_ts timestamptz)
         RETURNS TABLE (from_id bigint, to_id bigint)
-        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
         BEGIN ATOMIC
             SELECT %1$s.snowflake_min_id(from_ts),
                    CASE WHEN %1$s._snowflake_time_of(to_ts, %2$L) <= %1$s._snowflake_time_of(from_ts, %2$L)
                         THEN %1$s._snowflake_error('22023',
                                  'the partition would be empty: ' || to_ts || ' is not after ' || from_ts, NULL,
                                  'Pass the start of the partition''s time range, then its end (exclusive).')
-                        ELSE %1$s.snowflake_min_id(to_ts) END;
+                        ELSE %1$s.snowflake_min_id(to_ts) END
+            WHERE from_ts IS NOT NULL AND to_ts IS NOT NULL;
         END;
     $f$, s, cfg.layout);
 END
@@ -745,6 +770,7 @@ BEGIN
         FROM pg_catalog.pg_proc p
         WHERE p.pronamespace = current_schema()::regnamespace
           AND p.proname IN ('_snowflake_write_functions', '_snowflake_require_owner', 'snowflake_set_worker_id',
+                            '_snowflake_time_error',
                             'snowflake_set_layout', 'snowflake_restore_mark')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f, current_schema());
