@@ -80,13 +80,14 @@ fn clients_against_native_and_portable() {
     );
     cluster.start();
     let mut admin = cluster.connect();
-    admin
-        .batch_execute(&format!(
-            "CREATE ROLE {APP_ROLE} LOGIN;
-             CREATE DATABASE native OWNER {APP_ROLE};
-             CREATE DATABASE portable OWNER {APP_ROLE};"
-        ))
-        .unwrap();
+    // One statement each: CREATE DATABASE cannot run in the implicit transaction of a batch.
+    for sql in [
+        format!("CREATE ROLE {APP_ROLE} LOGIN"),
+        format!("CREATE DATABASE native OWNER {APP_ROLE}"),
+        format!("CREATE DATABASE portable OWNER {APP_ROLE}"),
+    ] {
+        admin.batch_execute(&sql).unwrap();
+    }
     cluster
         .connect_to("native")
         .batch_execute("CREATE EXTENSION snowflake_ext")
