@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, testing, packaging and benchmarking snowflake_ext need on Debian 12,
 # as root: Debian packages, cargo-pgrx 0.18.1, every supported PostgreSQL major
-# (scripts/pg-major), pglogical for the majors the whole test suite runs on, Citus for 16-18 and
-# pg_tle for every major.
+# (scripts/pg-major), pglogical for the majors the whole test suite runs on, Citus for 16-18,
+# pg_tle for every major, and the client libraries of the client tests (clients/).
 # Idempotent and quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,12 +19,16 @@ PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-15-pglogical sudo fa
   # pg_tle from source (scripts/pg-major pg_tle): its build runs flex
   flex bison
   # Debian packages of the extension
-  dpkg-dev)
+  dpkg-dev
+  # the client tests (tests/clients.rs): node-postgres, and a virtualenv for psycopg and the ORMs
+  nodejs python3-venv)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm comes with NodeSource's nodejs, and as a package of its own with Debian's.
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "==> apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -73,3 +77,22 @@ for major in $(scripts/pg-major list); do
 done
 # For the pg_upgrade test from 15 to 18 (see scripts/pg-major).
 scripts/pg-major install 15.19
+
+# The client libraries of tests/clients.rs, from the npm registry and PyPI at the versions their
+# lock files pin, inside the work tree (ignored by git): clients/node/node_modules and the
+# virtualenv clients/python/.venv (made with Debian's python3). Each is installed again only when
+# its lock file changed: the hash of the one it came from is kept beside it.
+lock_hash() { sha256sum "$1" | cut -d' ' -f1; }
+if [ "$(cat clients/node/node_modules/.installed-from 2>/dev/null)" != "$(lock_hash clients/node/package-lock.json)" ]; then
+  echo "==> npm ci (clients/node)"
+  (cd clients/node && npm ci --no-audit --no-fund --loglevel=error)
+  lock_hash clients/node/package-lock.json >clients/node/node_modules/.installed-from
+fi
+venv=clients/python/.venv
+if [ "$(cat "$venv/.installed-from" 2>/dev/null)" != "$(lock_hash clients/python/requirements.txt)" ]; then
+  echo "==> pip install -r clients/python/requirements.txt (into $venv)"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r clients/python/requirements.txt
+  lock_hash clients/python/requirements.txt >"$venv/.installed-from"
+fi

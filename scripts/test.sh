@@ -8,6 +8,8 @@
 #   * on 14, 16 and 17: the #[pg_test]s and the generation, durability, interop and portable
 #     integration tests;
 #   * on 16, 17 and 18: a Citus 14 cluster (coordinator and two workers, tests/citus.rs);
+#   * on 15: real clients (node-postgres, psycopg, SQLAlchemy, Django, from clients/) against
+#     the extension and the portable SQL edition (tests/clients.rs);
 #   * the extension's upgrade from 0.1.0 and 0.2.0, pg_upgrade from 15 to 18, and of the portable
 #     edition from 14 to 18 (tests/upgrade.rs);
 #   * the Debian packages and the PGXN distribution, built and checked (scripts/package,
@@ -28,12 +30,14 @@ AFTER_ALL=(upgrade packages)
 # On a Citus cluster (scripts/pg-major citus), on the majors Citus 14 supports.
 CITUS=(citus)
 CITUS_MAJORS=(16 17 18)
+# Real clients against both editions, on the default major: they test the clients' side.
+CLIENTS=(clients)
 summary=()
 
 # A test file in none of the lists would never run.
 for file in tests/*.rs; do
   name=$(basename "$file" .rs)
-  case " ${EVERY_MAJOR[*]} ${FULL_ONLY[*]} ${AFTER_ALL[*]} ${CITUS[*]} " in
+  case " ${EVERY_MAJOR[*]} ${FULL_ONLY[*]} ${AFTER_ALL[*]} ${CITUS[*]} ${CLIENTS[*]} " in
   *" $name "*) ;;
   *) echo "scripts/test.sh: $file is in no list of tests to run" >&2; exit 1 ;;
   esac
@@ -90,6 +94,7 @@ done
 for major in "${CITUS_MAJORS[@]}"; do
   step "PostgreSQL $major: a Citus cluster" it_tests "$major" "${CITUS[@]}"
 done
+step "PostgreSQL 15: node-postgres, psycopg, SQLAlchemy, Django" it_tests 15 "${CLIENTS[@]}"
 step "extension upgrades from 0.1.0 and 0.2.0; pg_upgrade 15 to 18, 14 to 18" it_tests 15 upgrade
 step "packages: build (scripts/package) and check" bash -c \
   'scripts/package >/tmp/snowflake_ext-package.log 2>&1 || { cat /tmp/snowflake_ext-package.log; exit 1; }
