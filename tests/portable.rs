@@ -98,6 +98,21 @@ fn an_ordinary_owner_installs_it_and_only_the_owner_sets_the_worker_id() {
     assert!(after[0] > *before.last().unwrap());
     assert!(after.iter().all(|&id| worker_of(id) == 5));
 
+    // State that another role owns is not taken over by running the file again.
+    cluster
+        .connect_to("app")
+        .batch_execute("ALTER SEQUENCE ids.snowflake_portable_ticks OWNER TO other")
+        .unwrap();
+    let (ok, out) = install_portable(&cluster, "app", "app");
+    assert!(
+        !ok && out.contains("belongs to another role") && out.contains("owned by other"),
+        "{out}"
+    );
+    cluster
+        .connect_to("app")
+        .batch_execute("ALTER SEQUENCE ids.snowflake_portable_ticks OWNER TO app")
+        .unwrap();
+
     // The layout cannot change under issued ids.
     let e = error_of(&mut app, "SELECT snowflake_set_layout('sonyflake')");
     assert_eq!(e.code, "55000", "{e:?}");

@@ -75,6 +75,22 @@ BEGIN
                   DETAIL = 'The minting functions run as their owner with this schema on their search_path.',
                   HINT = format('Install into a schema only you can create in (CREATE SCHEMA ids; SET search_path TO ids, public;), or REVOKE CREATE ON SCHEMA %s FROM PUBLIC.', pg_catalog.quote_ident(current_schema()));
     END IF;
+    -- Running the file again keeps the state, but only state the installing role owns: a
+    -- counter or configuration another role made could have been set back or planted.
+    IF EXISTS (
+        SELECT 1 FROM pg_catalog.pg_class c
+        WHERE c.relnamespace = current_schema()::regnamespace
+          AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')
+          AND NOT pg_catalog.pg_has_role(current_user, c.relowner, 'USAGE')
+    ) THEN
+        RAISE EXCEPTION 'the snowflake state in schema % belongs to another role', pg_catalog.quote_ident(current_schema())
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = (SELECT string_agg(format('%s is owned by %s', c.relname, c.relowner::regrole), '; ')
+                            FROM pg_catalog.pg_class c
+                            WHERE c.relnamespace = current_schema()::regnamespace
+                              AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')),
+                  HINT = 'Run the file as that role, or install into a schema of your own.';
+    END IF;
 END
 $check$;
 
