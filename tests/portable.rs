@@ -117,18 +117,112 @@ fn an_ordinary_owner_installs_it_and_only_the_owner_sets_the_worker_id() {
     let e = error_of(&mut app, "SELECT snowflake_set_layout('sonyflake')");
     assert_eq!(e.code, "55000", "{e:?}");
 
-    // A schema where others may create objects is refused at install.
+    // Refused at install: a schema where others may create objects (PUBLIC, or a group the
+    // owner shares with others), and a schema whose owner is not the installing role.
     let mut su = cluster.connect();
     su.batch_execute("CREATE DATABASE open OWNER app").unwrap();
-    cluster
-        .connect_to("open")
-        .batch_execute("GRANT CREATE ON SCHEMA public TO PUBLIC")
+    su.batch_execute("CREATE ROLE staff").unwrap();
+    su.batch_execute("GRANT staff TO app, other").unwrap();
+    let mut open = connect_as(&cluster, "open", "app");
+    open.batch_execute(
+        "CREATE SCHEMA shared; GRANT CREATE ON SCHEMA shared TO PUBLIC;
+         CREATE SCHEMA grouped; GRANT CREATE ON SCHEMA grouped TO staff;",
+    )
+    .unwrap();
+    for schema in ["shared", "grouped"] {
+        open.batch_execute(&format!(
+            "ALTER ROLE app IN DATABASE open SET search_path = {schema}"
+        ))
         .unwrap();
-    let (ok, out) = install_portable(&cluster, "open", "app");
+        let (ok, out) = install_portable(&cluster, "open", "app");
+        assert!(
+            !ok && out.contains("lets other roles create objects"),
+            "{schema}: {out}"
+        );
+    }
+    open.batch_execute("ALTER ROLE app IN DATABASE open SET search_path = ids")
+        .unwrap();
+    open.batch_execute("CREATE SCHEMA ids").unwrap();
+    su.batch_execute("ALTER ROLE postgres IN DATABASE open SET search_path = ids")
+        .unwrap();
+    let (ok, out) = install_portable(&cluster, "open", "postgres");
     assert!(
-        !ok && out.contains("lets other roles create objects"),
+        !ok && out.contains("schema ids belongs to app, not to the role installing"),
         "{out}"
     );
+}
+
+#[test]
+fn nothing_another_role_planted_or_was_granted_reaches_the_state_or_the_functions() {
+    let cluster = plain_server("portable-planted", &[]);
+    app_database(&cluster, "app");
+    let mut su = cluster.connect_to("app");
+    su.batch_execute(
+        "CREATE ROLE mallory LOGIN; CREATE ROLE app_rw LOGIN;
+         GRANT CREATE, USAGE ON SCHEMA public TO PUBLIC;
+         GRANT USAGE ON SCHEMA ids TO app_rw, mallory;",
+    )
+    .unwrap();
+    // Better matches than the built-ins for what the file's functions call, on the
+    // installing session's search_path (ids, public), each leaving a trace when it runs.
+    let mut mallory = connect_as(&cluster, "app", "mallory");
+    mallory
+        .batch_execute(
+            "CREATE TABLE public.loot (who text); GRANT INSERT ON public.loot TO PUBLIC;
+             CREATE FUNCTION public.evil_div(numeric, integer) RETURNS numeric LANGUAGE plpgsql AS
+               $$BEGIN INSERT INTO public.loot VALUES (current_user || ' via /'); RETURN $1 / $2::numeric; END$$;
+             CREATE OPERATOR public./ (leftarg = numeric, rightarg = integer, function = public.evil_div);
+             CREATE FUNCTION public.format(text, regprocedure, name) RETURNS text LANGUAGE plpgsql AS
+               $$BEGIN INSERT INTO public.loot VALUES (current_user || ' via format'); RETURN pg_catalog.format($1, $2, $3); END$$;
+             CREATE FUNCTION public.nextval(text) RETURNS bigint LANGUAGE plpgsql AS
+               $$BEGIN INSERT INTO public.loot VALUES (current_user || ' via nextval'); RETURN pg_catalog.nextval($1::regclass); END$$;",
+        )
+        .unwrap();
+    // The owner's default privileges would give app_rw the counter and the configuration.
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute(
+        "ALTER DEFAULT PRIVILEGES GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO app_rw;
+         ALTER DEFAULT PRIVILEGES GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO app_rw;
+         ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO app_rw;",
+    )
+    .unwrap();
+    let (ok, out) = install_portable(&cluster, "app", "app");
+    assert!(ok, "{out}");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("SELECT snowflake_set_worker_id(6)")
+        .unwrap();
+    let minted = singles(&mut app, 50);
+    for sql in [
+        "SELECT count(snowflake_timestamp(id)) FROM unnest($1::bigint[]) id",
+        "SELECT count(*) FROM unnest($1::bigint[]) id, snowflake_decode(id, 'sonyflake')",
+        "SELECT count(snowflake_min_id(snowflake_timestamp(id))) FROM unnest($1::bigint[]) id",
+        "SELECT count(snowflake_compose(snowflake_timestamp(id), 1, 1)) FROM unnest($1::bigint[]) id",
+    ] {
+        app.query_one(sql, &[&minted]).unwrap();
+    }
+    let mut rw = connect_as(&cluster, "app", "app_rw");
+    for sql in [
+        "SELECT setval('ids.snowflake_portable_ticks', 1)",
+        "UPDATE ids.snowflake_portable_config SET worker = 9",
+        "SELECT ids.snowflake_set_worker_id(9)",
+        "SELECT ids._snowflake_write_functions()",
+    ] {
+        let e = error_of(&mut rw, sql);
+        assert_eq!(e.code, "42501", "{sql}: {e:?}");
+    }
+    let id: i64 = rw
+        .query_one("SELECT ids.snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker_of(id), 6);
+    assert!(id > *minted.last().unwrap());
+    let loot: Vec<String> = su
+        .query("SELECT who FROM public.loot", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(loot.is_empty(), "planted code ran: {loot:?}");
 }
 
 #[test]
@@ -163,6 +257,16 @@ fn its_errors_name_the_value_and_give_a_hint() {
         ("SELECT snowflake_from_text('12', 'hex')", "22023", "hex"),
         ("SELECT snowflake_to_text(1, 'hex')", "22023", "hex"),
         (
+            "SELECT snowflake_set_layout(NULL)",
+            "22004",
+            "must not be NULL",
+        ),
+        (
+            "SELECT snowflake_restore_mark(snowflake_max_id('2094-09-07 15:47:35.551+00'))",
+            "22003",
+            "cannot mint above 9223372036854775807",
+        ),
+        (
             "SELECT * FROM snowflake_partition_bounds('2027-01-01', '2026-01-01')",
             "22023",
             "2026",
@@ -176,6 +280,16 @@ fn its_errors_name_the_value_and_give_a_hint() {
             "{sql}: {e:?}"
         );
     }
+    // A read-only transaction: our refusal, not the sequence's.
+    let e = error_of(&mut app, "BEGIN READ ONLY; SELECT snowflake_nextval()");
+    assert_eq!(e.code, "25006", "{e:?}");
+    assert!(
+        e.message.contains("worker 1 in a read-only transaction") && e.hint.is_some(),
+        "{e:?}"
+    );
+    app.batch_execute("ROLLBACK").unwrap();
+    // The mark at the very end of the layout was refused: minting goes on.
+    singles(&mut app, 3);
 }
 
 #[test]
@@ -248,6 +362,26 @@ fn many_sessions_at_once_never_repeat_an_id_and_a_cancelled_wait_leaves_no_lock(
         .unwrap()
         .get(0);
     assert_eq!(held, 0);
+    // A wait that no timeout of the caller's ends: at most 10 s, then an error naming the
+    // session that holds the lock.
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&key])
+        .unwrap();
+    let holder_pid: i32 = holder
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    let e = error_of(&mut waiter, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55P03", "{e:?}");
+    assert!(
+        e.detail
+            .as_deref()
+            .is_some_and(|d| d.contains(&holder_pid.to_string())),
+        "{e:?}"
+    );
+    holder
+        .execute("SELECT pg_advisory_unlock($1)", &[&key])
+        .unwrap();
     // Everyone mints again: nobody holds the lock.
     let mut third = connect_as(&cluster, "app", "app");
     let next = singles(&mut third, 10);

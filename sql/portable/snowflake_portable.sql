@@ -49,48 +49,71 @@
 -- they are created: nothing on a caller's search_path can take their place.
 
 DO $check$
+DECLARE
+    schema_oid oid := (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = current_schema());
+    -- Who owns the schema in effect: the database's owner when it is pg_database_owner (public
+    -- from PostgreSQL 15 on).
+    owner oid := (SELECT CASE WHEN r.rolname = 'pg_database_owner' THEN d.datdba ELSE n.nspowner END
+                  FROM pg_catalog.pg_namespace n
+                  JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+                  JOIN pg_catalog.pg_database d ON d.datname = current_database()
+                  WHERE n.oid = schema_oid);
 BEGIN
     IF current_setting('server_version_num')::integer < 140000 THEN
         RAISE EXCEPTION 'snowflake_portable needs PostgreSQL 14 or later, not %', current_setting('server_version')
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Upgrade the server, or use an id generator that supports it.';
     END IF;
-    IF current_schema() IS NULL THEN
+    IF schema_oid IS NULL THEN
         RAISE EXCEPTION 'no schema to install snowflake_portable into: search_path is %', current_setting('search_path')
             USING ERRCODE = 'invalid_schema_name',
                   HINT = 'SET search_path TO a schema you own, then run the file again.';
     END IF;
-    -- Minting runs as the installing role with this schema on its search_path: a schema in
-    -- which other roles may create objects would let them put code in that path.
+    -- The minting functions run as the installing role, with this schema on their search_path,
+    -- and the decoding functions are bound to what this schema holds when they are created: no
+    -- role but the installer (or one that has its rights already) may create objects in it.
+    IF NOT pg_catalog.pg_has_role(owner, current_user, 'USAGE') THEN
+        RAISE EXCEPTION 'schema % belongs to %, not to the role installing snowflake_portable, %',
+                pg_catalog.quote_ident(current_schema()), owner::regrole, current_user
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'The owner of the schema could change what functions that run as the installing role call.',
+                  HINT = format('Install it as %s, or into a schema of your own.', owner::regrole);
+    END IF;
     IF EXISTS (
         SELECT 1
         FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
-        WHERE n.nspname = current_schema()
+        LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE n.oid = schema_oid
           AND a.privilege_type = 'CREATE'
-          AND a.grantee <> n.nspowner
-          AND (a.grantee = 0 OR NOT pg_catalog.pg_has_role(n.nspowner, a.grantee, 'MEMBER'))
+          AND (a.grantee = 0
+               OR NOT pg_catalog.pg_has_role(CASE WHEN r.rolname = 'pg_database_owner' THEN owner ELSE a.grantee END,
+                                             current_user, 'USAGE'))
     ) THEN
         RAISE EXCEPTION 'schema % lets other roles create objects in it', pg_catalog.quote_ident(current_schema())
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'The minting functions run as their owner with this schema on their search_path.',
-                  HINT = format('Install into a schema only you can create in (CREATE SCHEMA ids; SET search_path TO ids, public;), or REVOKE CREATE ON SCHEMA %s FROM PUBLIC.', pg_catalog.quote_ident(current_schema()));
+                  HINT = format('Install into a schema only you can create in (CREATE SCHEMA ids; SET search_path TO ids, public;), or REVOKE CREATE ON SCHEMA %s FROM the other roles.', pg_catalog.quote_ident(current_schema()));
     END IF;
     -- Running the file again keeps the state, but only state the installing role owns: a
     -- counter or configuration another role made could have been set back or planted.
     IF EXISTS (
         SELECT 1 FROM pg_catalog.pg_class c
-        WHERE c.relnamespace = current_schema()::regnamespace
+        WHERE c.relnamespace = schema_oid
           AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')
-          AND NOT pg_catalog.pg_has_role(current_user, c.relowner, 'USAGE')
+          AND c.relowner <> current_user::regrole
     ) THEN
         RAISE EXCEPTION 'the snowflake state in schema % belongs to another role', pg_catalog.quote_ident(current_schema())
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = (SELECT string_agg(format('%s is owned by %s', c.relname, c.relowner::regrole), '; ')
                             FROM pg_catalog.pg_class c
-                            WHERE c.relnamespace = current_schema()::regnamespace
+                            WHERE c.relnamespace = schema_oid
                               AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')),
                   HINT = 'Run the file as that role, or install into a schema of your own.';
     END IF;
+    -- Everything below resolves names in this schema and pg_catalog only, whatever else the
+    -- installing session's search_path holds (a schema others may create in, such as public on
+    -- PostgreSQL 14): the functions created here are bound to what they find now.
+    PERFORM pg_catalog.set_config('search_path', pg_catalog.format('%I, pg_catalog, pg_temp', current_schema()), false);
 END
 $check$;
 
@@ -140,8 +163,8 @@ CREATE OR REPLACE FUNCTION _snowflake_layout(layout text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE
     WHEN layout IS NULL THEN NULL
-    WHEN lower(btrim(layout)) IN ('snowflake', 'twitter', 'discord', 'instagram', 'sonyflake', 'pgedge')
-    THEN lower(btrim(layout))
+    WHEN lower(btrim(layout, E' \t\n\r\f\x0b')) IN ('snowflake', 'twitter', 'discord', 'instagram', 'sonyflake', 'pgedge')
+    THEN lower(btrim(layout, E' \t\n\r\f\x0b'))
     ELSE _snowflake_error('22023', 'invalid snowflake layout "' || layout || '": the portable edition knows the presets only',
         NULL, 'Name a layout (snowflake, twitter, discord, instagram, sonyflake, pgedge); custom layouts need the native edition.')::text
 END;
@@ -320,10 +343,18 @@ END;
 CREATE OR REPLACE FUNCTION snowflake_compose(ts timestamptz, worker integer, seq integer, layout text)
 RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN _snowflake_id(layout, _snowflake_time_of(ts, layout),
-    _snowflake_checked(worker, _snowflake_worker_bits(layout), 'worker id', 'Worker ids',
-        'Give each server, or each writer that must not collide, its own worker id between 0 and '),
-    _snowflake_checked(seq, _snowflake_seq_bits(layout), 'sequence', 'Sequence numbers', 'Pass a sequence between 0 and '));
+RETURN CASE
+    -- NULL for any NULL argument, as the native edition's STRICT function (not declared STRICT
+    -- here, which would keep the planner from inlining it).
+    WHEN ts IS NULL OR worker IS NULL OR seq IS NULL OR layout IS NULL THEN NULL
+    -- The worker and the sequence are checked before the time, as in the native edition.
+    WHEN _snowflake_checked(worker, _snowflake_worker_bits(layout), 'worker id', 'Worker ids',
+             'Give each server, or each writer that must not collide, its own worker id between 0 and ') IS NULL
+      OR _snowflake_checked(seq, _snowflake_seq_bits(layout), 'sequence', 'Sequence numbers',
+             'Pass a sequence between 0 and ') IS NULL
+    THEN NULL
+    ELSE _snowflake_id(layout, _snowflake_time_of(ts, layout), worker, seq)
+END;
 
 -- ---------------------------------------------------------------------------------------------
 -- Ids as text (core/src/text.rs): decimal, Crockford base32 (13 digits), base62 (11 digits).
@@ -343,7 +374,8 @@ END;
 CREATE OR REPLACE FUNCTION snowflake_to_text(id bigint, form text DEFAULT 'base32') RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 BEGIN ATOMIC
-    SELECT CASE WHEN form IS NULL THEN NULL ELSE CASE _snowflake_form(form)
+    SELECT CASE WHEN id IS NULL OR form IS NULL OR _snowflake_valid(id, 'snowflake') IS NULL THEN NULL
+                ELSE CASE _snowflake_form(form)
         WHEN 'decimal' THEN _snowflake_valid(id, 'snowflake')::text
         WHEN 'base32' THEN (
             SELECT string_agg(substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ',
@@ -373,7 +405,12 @@ DECLARE
         ELSE '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz' END;
     base numeric := length(digits);
     width integer := CASE kind WHEN 'base32' THEN 13 WHEN 'base62' THEN 11 END;
-    text_ text := btrim(input, E' \t\n\r\f\x0b');
+    -- What the native edition trims (Unicode White_Space), where the database can hold it.
+    space text := E' \t\n\r\f\x0b' || CASE WHEN getdatabaseencoding() = 'UTF8' THEN
+        (SELECT string_agg(chr(c), '') FROM unnest(ARRAY[133, 160, 5760, 8192, 8193, 8194, 8195, 8196, 8197, 8198, 8199,
+                                                         8200, 8201, 8202, 8232, 8233, 8239, 8287, 12288]) c)
+        ELSE '' END;
+    text_ text := btrim(input, space);
     value numeric := 0;
     ndigits integer := 0;
     c text;
@@ -452,6 +489,36 @@ END;
 -- * minting reads no table: one function, one advisory lock, one or two sequence calls.
 -- ---------------------------------------------------------------------------------------------
 
+-- Takes back every privilege on the state, and on the functions only the owner may run, that
+-- a role other than the owner holds: the owner's default privileges (ALTER DEFAULT PRIVILEGES
+-- ... GRANT UPDATE ON SEQUENCES TO app_rw) would otherwise let that role set the counter back.
+CREATE OR REPLACE FUNCTION _snowflake_revoke_others() RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    grant_ record;
+BEGIN
+    FOR grant_ IN
+        SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind, c.oid::regclass::text AS object,
+               CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END AS grantee
+        FROM pg_class c, aclexplode(c.relacl) a
+        WHERE c.relnamespace = _snowflake_schema()
+          AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')
+          AND a.grantee <> c.relowner
+        UNION
+        SELECT 'FUNCTION', p.oid::regprocedure::text,
+               CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END
+        FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+        WHERE p.pronamespace = _snowflake_schema()
+          AND p.proname IN ('snowflake_set_worker_id', 'snowflake_set_layout', 'snowflake_restore_mark',
+                            '_snowflake_write_functions', '_snowflake_revoke_others')
+          AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE format('REVOKE ALL ON %s %s FROM %s', grant_.kind, grant_.object, grant_.grantee);
+    END LOOP;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION _snowflake_write_functions() RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
@@ -466,6 +533,7 @@ DECLARE
     -- and make the transaction's commit flush the counter's WAL (see "Durability").
     prepare text;
 BEGIN
+    PERFORM _snowflake_revoke_others();
     SELECT c.worker, c.layout INTO cfg FROM snowflake_portable_config c;
     seq_bits := _snowflake_seq_bits(cfg.layout);
     prepare := format($f$
@@ -481,8 +549,14 @@ BEGIN
                       DETAIL = 'snowflake_nextval() mints with the worker id set by snowflake_set_worker_id(), and none was set.',
                       HINT = 'As the owner of the schema, give this database a worker id no other writer uses: SELECT snowflake_set_worker_id(1);';
         END IF;
+        IF current_setting('transaction_read_only') = 'on' THEN
+            RAISE EXCEPTION 'cannot mint snowflake ids of worker %% in a read-only transaction', %3$s
+                USING ERRCODE = '25006',
+                      DETAIL = 'Minting writes the counter, a sequence.',
+                      HINT = 'Mint in a read-write transaction (or on the primary).';
+        END IF;
         PERFORM pg_current_xact_id();
-        IF current_setting('synchronous_commit') = 'off' THEN
+        IF current_setting('synchronous_commit') IN ('off', 'local') THEN
             PERFORM set_config('synchronous_commit', 'on', true);
         END IF;$f$, s, coalesce(cfg.worker::text, 'NULL'), quote_literal(coalesce(cfg.worker::text, 'NULL')));
     reserve := format($f$
@@ -494,7 +568,7 @@ BEGIN
             -- Read under the lock, so no reading goes back relative to the counter because
             -- of a wait. A clock before the epoch reads as the epoch.
             clock_tick := greatest(0, (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - %3$s) / %4$s) << %5$s;
-            next_tick := nextval(%2$s);
+            next_tick := nextval(%2$s::regclass);
             first := greatest(next_tick, clock_tick);
             IF first + n > %6$s THEN
                 RAISE EXCEPTION 'snowflake worker %% has reached the end of the id layout (%%)', %8$s, %7$L
@@ -503,17 +577,36 @@ BEGIN
                           HINT = 'Check the server''s clock; if it is right, this layout''s time range is used up.';
             END IF;
             IF first + n - 1 <> next_tick THEN
-                PERFORM setval(%2$s, first + n - 1);
+                PERFORM setval(%2$s::regclass, first + n - 1);
             END IF;
             PERFORM pg_advisory_unlock(lock_key);
             locked := false;
         EXCEPTION WHEN OTHERS OR query_canceled THEN
-            IF locked AND EXISTS (
-                SELECT 1 FROM pg_locks
-                WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1
-                  AND classid::bigint = lock_key >> 32 AND objid::bigint = lock_key & 4294967295)
-            THEN
-                PERFORM pg_advisory_unlock(lock_key);
+            -- Whatever ended the block, a second cancellation in here included, the lock
+            -- must not stay held: every writer would wait on it.
+            WHILE locked LOOP
+                BEGIN
+                    IF EXISTS (
+                        SELECT 1 FROM pg_locks
+                        WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1
+                          AND classid::bigint = lock_key >> 32 AND objid::bigint = lock_key & 4294967295)
+                    THEN
+                        PERFORM pg_advisory_unlock(lock_key);
+                    END IF;
+                    locked := false;
+                EXCEPTION WHEN query_canceled THEN
+                    NULL;
+                END;
+            END LOOP;
+            IF SQLSTATE = '55P03' THEN
+                RAISE EXCEPTION 'waited %% for the snowflake minting lock', current_setting('lock_timeout')
+                    USING ERRCODE = '55P03',
+                          DETAIL = coalesce('It is held by the session of pid ' || (
+                              SELECT string_agg(pid::text, ', ') FROM pg_locks
+                              WHERE locktype = 'advisory' AND granted AND objsubid = 1
+                                AND classid::bigint = lock_key >> 32 AND objid::bigint = lock_key & 4294967295) || '.',
+                              'It is no longer held.'),
+                          HINT = 'A session holds the lock only while it mints one id or one batch; one that holds it longer took it itself (SELECT pg_advisory_lock(...)): end that session.';
             END IF;
             RAISE;
         END;$f$,
@@ -525,6 +618,7 @@ BEGIN
         CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval() RETURNS bigint
         LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
         SET search_path = pg_catalog, %1$s, pg_temp
+        SET lock_timeout = '10s'
         AS $body$
         DECLARE
             n constant integer := 1;
@@ -543,6 +637,7 @@ BEGIN
         CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval_batch(n integer) RETURNS SETOF bigint
         LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
         SET search_path = pg_catalog, %1$s, pg_temp
+        SET lock_timeout = '10s'
         AS $body$
         DECLARE
             lock_key constant bigint := %8$s;
@@ -649,6 +744,7 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION _snowflake_write_functions() FROM PUBLIC;
+REVOKE ALL ON FUNCTION _snowflake_revoke_others() FROM PUBLIC;
 
 -- ---------------------------------------------------------------------------------------------
 -- Administration: the owner of the schema (or a superuser) only.
@@ -702,6 +798,10 @@ DECLARE
     worker integer := (SELECT c.worker FROM snowflake_portable_config c);
 BEGIN
     PERFORM _snowflake_require_owner('set the snowflake layout');
+    IF chosen IS NULL THEN
+        RAISE EXCEPTION 'the snowflake layout must not be NULL'
+            USING ERRCODE = '22004', HINT = 'Name a layout: snowflake, twitter, sonyflake or pgedge.';
+    END IF;
     IF chosen = current THEN
         RETURN chosen;
     END IF;
@@ -751,6 +851,13 @@ BEGIN
             USING ERRCODE = '22004', HINT = 'Pass the largest id issued so far, e.g. (SELECT max(id) FROM orders).';
     END IF;
     seq_bits := _snowflake_seq_bits(cfg.layout);
+    IF _snowflake_time_of_id(above, cfg.layout) >= _snowflake_max_time(cfg.layout) THEN
+        RAISE EXCEPTION 'cannot mint above %: its time is the last of layout %', above, cfg.layout
+            USING ERRCODE = '22003',
+                  DETAIL = format('Ids of this layout end at %s.',
+                                  _snowflake_timestamp_of(_snowflake_max_time(cfg.layout), cfg.layout)),
+                  HINT = 'Pass the largest id issued so far; if it really is at the end of the layout, the layout is used up.';
+    END IF;
     floor_tick := (_snowflake_time_of_id(above, cfg.layout) + 1) << seq_bits;
     -- A transaction-level lock: the owner's administrative call may hold it to its commit.
     PERFORM pg_advisory_xact_lock(lock_key);
@@ -784,9 +891,9 @@ BEGIN
     FOR f IN
         SELECT p.oid::regprocedure
         FROM pg_catalog.pg_proc p
-        WHERE p.pronamespace = current_schema()::regnamespace
+        WHERE p.pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = current_schema())
           AND p.proname IN ('_snowflake_write_functions', '_snowflake_require_owner', 'snowflake_set_worker_id',
-                            '_snowflake_time_error',
+                            '_snowflake_time_error', '_snowflake_revoke_others',
                             'snowflake_set_layout', 'snowflake_restore_mark')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f, current_schema());
