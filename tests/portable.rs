@@ -226,6 +226,25 @@ fn nothing_another_role_planted_or_was_granted_reaches_the_state_or_the_function
 }
 
 #[test]
+fn it_installs_into_a_schema_whose_name_needs_quotes() {
+    let cluster = plain_server("portable-quoted", &[]);
+    app_database(&cluster, "app");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute(
+        r#"CREATE SCHEMA "My Ids"; ALTER ROLE app IN DATABASE app SET search_path = "My Ids""#,
+    )
+    .unwrap();
+    let (ok, out) = install_portable(&cluster, "app", "app");
+    assert!(ok, "{out}");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("SELECT snowflake_set_worker_id(12)")
+        .unwrap();
+    let ids = singles(&mut app, 10);
+    assert!(ids.iter().all(|&id| worker_of(id) == 12));
+    assert_strictly_increasing(&ids);
+}
+
+#[test]
 fn its_errors_name_the_value_and_give_a_hint() {
     let cluster = plain_server("portable-errors", &[]);
     portable_database(&cluster, "app");
