@@ -2,8 +2,8 @@
 -- library (RDS, Aurora, Cloud SQL, Azure, Heroku, Supabase, Neon, ...). Plain SQL and
 -- PL/pgSQL, PostgreSQL 14 to 18, no superuser.
 --
--- Install, as the owner of the database (or of a schema of your own), into the first schema
--- of your search_path:
+-- Install, as the owner of a schema that no other role may create objects in, into that
+-- schema, the first of your search_path:
 --
 --     psql -v ON_ERROR_STOP=1 -1 -f snowflake_portable.sql
 --     SELECT snowflake_set_worker_id(1);        -- unique among every writer whose ids can meet
@@ -30,20 +30,23 @@
 -- session-level advisory lock (key: 'snow' << 32 | the sequence's oid), held only for the few
 -- statements that read the clock, advance the counter and, when the clock is ahead of it, set
 -- it to the clock. The lock is taken inside a block whose handler releases it on any error,
--- cancellation included, so an error never leaves it held. A session-level lock, not a
--- transaction-level one: a transaction that mints and goes on working must not hold up every
--- other writer until it commits.
+-- cancellation included (and retries the release if a second cancellation lands in the
+-- handler), so an error never leaves it held. A session-level lock, not a transaction-level
+-- one: a transaction that mints and goes on working must not hold up every other writer until
+-- it commits. A wait for it ends after 10 s (lock_timeout) with an error naming the holder:
+-- any role that can connect could take the same advisory lock and keep it.
 --
 -- Durability. nextval logs ahead and setval logs at once, but WAL is only flushed at the
 -- commit of a transaction that has an xid and commits synchronously. The minting functions
--- give their transaction an xid and, if synchronous_commit is off, turn it on for that
--- transaction: an id whose transaction committed is never issued again, after a crash or a
+-- give their transaction an xid and, if synchronous_commit is off or local, turn it on for
+-- that transaction: an id whose transaction committed is never issued again, after a crash or a
 -- failover to a synchronous standby. (An id taken by a transaction that had not committed when
 -- the server crashed can be issued again, as with nextval(); the native edition's marks cover
 -- even those.)
 --
--- Trust. The counter and the configuration belong to the role that installed the file; no
--- other role gets any privilege on them. Minting runs as that role (SECURITY DEFINER, with
+-- Trust. The counter and the configuration belong to the role that installed the file, which
+-- must own the schema; no other role gets any privilege on them (grants that default
+-- privileges add are taken back), and no other role may create objects in the schema. Minting runs as that role (SECURITY DEFINER, with
 -- search_path pinned to pg_catalog, this schema, pg_temp), so callers need no right to the
 -- sequence and cannot set it back. Decoding functions have SQL-standard bodies, bound when
 -- they are created: nothing on a caller's search_path can take their place.
