@@ -276,6 +276,39 @@ fn copy_into_15_19() {
 /// clock an hour back and mints above them. The old cluster is 15.19: Debian's 15.20 gives
 /// every column an attribute option that 18.6, the newest 18 available here, cannot restore
 /// (see scripts/pg-major), which breaks pg_upgrade for any table.
+/// Runs `pg_upgrade` from the stopped cluster `old` into the new, stopped cluster `new`, with
+/// `mode` (`--check`, `--copy`, `--link`), as postgres in a work directory named for `name`;
+/// returns its output.
+fn pg_upgrade(old: &Cluster, new: &Cluster, name: &str, mode: &str) -> String {
+    let work = test_dir(name);
+    std::fs::create_dir_all(&work).unwrap();
+    Command::new("chown")
+        .args(["postgres:postgres", work.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let (p1, p2) = (free_port().to_string(), free_port().to_string());
+    let (old_bin, new_bin) = (old.bin(""), new.bin(""));
+    run_as_postgres(
+        &work,
+        &new.bin("pg_upgrade"),
+        &[
+            "-b",
+            old_bin.to_str().unwrap(),
+            "-B",
+            new_bin.to_str().unwrap(),
+            "-d",
+            old.dir.to_str().unwrap(),
+            "-D",
+            new.dir.to_str().unwrap(),
+            "-p",
+            &p1,
+            "-P",
+            &p2,
+            mode,
+        ],
+    )
+}
+
 fn upgrade_15_to_18(mode: &str) {
     install_into_15_19();
     let old = Cluster::new_on(
@@ -312,48 +345,9 @@ fn upgrade_15_to_18(mode: &str) {
         &format!("major-new{mode}"),
         &["snowflake.worker_id=7"],
     );
-    let work = test_dir(&format!("major-work{mode}"));
-    std::fs::create_dir_all(&work).unwrap();
-    Command::new("chown")
-        .args(["postgres:postgres", work.to_str().unwrap()])
-        .status()
-        .unwrap();
-    let (p1, p2) = (free_port().to_string(), free_port().to_string());
-    let (b15, b18) = (old.bin(""), new.bin(""));
-    let args = |extra: &str| -> Vec<String> {
-        [
-            "-b",
-            b15.to_str().unwrap(),
-            "-B",
-            b18.to_str().unwrap(),
-            "-d",
-            old.dir.to_str().unwrap(),
-            "-D",
-            new.dir.to_str().unwrap(),
-            "-p",
-            &p1,
-            "-P",
-            &p2,
-            extra,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    };
-    let upgrade = new.bin("pg_upgrade");
-    let check = args("--check");
-    let out = run_as_postgres(
-        &work,
-        &upgrade,
-        &check.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
+    let out = pg_upgrade(&old, &new, &format!("major-work{mode}"), "--check");
     assert!(out.contains("Clusters are compatible"), "{out}");
-    let real = args(mode);
-    run_as_postgres(
-        &work,
-        &upgrade,
-        &real.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
+    pg_upgrade(&old, &new, &format!("major-work{mode}"), mode);
     new.use_faketime();
     new.set_clock_offset(-3600);
     new.start();
@@ -422,33 +416,7 @@ fn pg_upgrade_from_14_to_18_carries_the_portable_counter() {
     drop(app);
     old.stop();
     let mut new = Cluster::new_on(Some("18"), "portable-new", &["shared_preload_libraries="]);
-    let work = test_dir("portable-upgrade-work");
-    std::fs::create_dir_all(&work).unwrap();
-    Command::new("chown")
-        .args(["postgres:postgres", work.to_str().unwrap()])
-        .status()
-        .unwrap();
-    let (p1, p2) = (free_port().to_string(), free_port().to_string());
-    let (b14, b18) = (old.bin(""), new.bin(""));
-    run_as_postgres(
-        &work,
-        &new.bin("pg_upgrade"),
-        &[
-            "-b",
-            b14.to_str().unwrap(),
-            "-B",
-            b18.to_str().unwrap(),
-            "-d",
-            old.dir.to_str().unwrap(),
-            "-D",
-            new.dir.to_str().unwrap(),
-            "-p",
-            &p1,
-            "-P",
-            &p2,
-            "--copy",
-        ],
-    );
+    pg_upgrade(&old, &new, "portable-upgrade-work", "--copy");
     new.use_faketime();
     new.set_clock_offset(-3600);
     new.start();
