@@ -175,17 +175,30 @@ fn nothing_another_role_planted_or_was_granted_reaches_the_state_or_the_function
              CREATE FUNCTION public.format(text, regprocedure, name) RETURNS text LANGUAGE plpgsql AS
                $$BEGIN INSERT INTO public.loot VALUES (current_user || ' via format'); RETURN pg_catalog.format($1, $2, $3); END$$;
              CREATE FUNCTION public.nextval(text) RETURNS bigint LANGUAGE plpgsql AS
-               $$BEGIN INSERT INTO public.loot VALUES (current_user || ' via nextval'); RETURN pg_catalog.nextval($1::regclass); END$$;",
+               $$BEGIN INSERT INTO public.loot VALUES (current_user || ' via nextval'); RETURN pg_catalog.nextval($1::regclass); END$$;
+             CREATE FUNCTION public.evil_eq(oid, integer) RETURNS boolean LANGUAGE plpgsql AS
+               $$BEGIN INSERT INTO public.loot VALUES (current_user || ' via ='); RETURN $1 OPERATOR(pg_catalog.=) $2::oid; END$$;
+             CREATE OPERATOR public.= (leftarg = oid, rightarg = integer, function = public.evil_eq);
+             CREATE FUNCTION public.evil_ne(oid, regrole) RETURNS boolean LANGUAGE plpgsql AS
+               $$BEGIN INSERT INTO public.loot VALUES (current_user || ' via <>'); RETURN $1 OPERATOR(pg_catalog.<>) $2::oid; END$$;
+             CREATE OPERATOR public.<> (leftarg = oid, rightarg = regrole, function = public.evil_ne);
+             CREATE FUNCTION public.format(text, text) RETURNS text LANGUAGE plpgsql AS
+               $$BEGIN INSERT INTO public.loot VALUES (current_user || ' via format(text, text)'); RETURN pg_catalog.format($1, $2); END$$;",
         )
         .unwrap();
-    // The owner's default privileges would give app_rw the counter and the configuration.
+    // The owner's default privileges would give app_rw (and "AppRW", a name that needs
+    // quotes) the counter and the configuration.
+    su.batch_execute(r#"CREATE ROLE "AppRW" LOGIN"#).unwrap();
     let mut app = connect_as(&cluster, "app", "app");
     app.batch_execute(
-        "ALTER DEFAULT PRIVILEGES GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO app_rw;
-         ALTER DEFAULT PRIVILEGES GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO app_rw;
-         ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO app_rw;",
+        r#"ALTER DEFAULT PRIVILEGES GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO app_rw, "AppRW";
+           ALTER DEFAULT PRIVILEGES GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO app_rw, "AppRW";
+           ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO app_rw;"#,
     )
     .unwrap();
+    let (ok, out) = install_portable(&cluster, "app", "app");
+    assert!(ok, "{out}");
+    // Run again, as an upgrade is (the checks then meet existing state).
     let (ok, out) = install_portable(&cluster, "app", "app");
     assert!(ok, "{out}");
     let mut app = connect_as(&cluster, "app", "app");

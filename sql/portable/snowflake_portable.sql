@@ -27,14 +27,15 @@
 -- Locking protocol. A sequence can only be advanced by one (nextval) or set (setval); setval
 -- is not a compare-and-set, so a setval that raced a nextval could move the counter back
 -- under an id already issued. Every change to the counter is therefore made under one
--- session-level advisory lock (key: 'snow' << 32 | the sequence's oid), held only for the few
--- statements that read the clock, advance the counter and, when the clock is ahead of it, set
--- it to the clock. The lock is taken inside a block whose handler releases it on any error,
--- cancellation included (and retries the release if a second cancellation lands in the
--- handler), so an error never leaves it held. A session-level lock, not a transaction-level
--- one: a transaction that mints and goes on working must not hold up every other writer until
--- it commits. A wait for it ends after 10 s (lock_timeout) with an error naming the holder:
--- any role that can connect could take the same advisory lock and keep it.
+-- advisory lock (key: 'snow' << 32 | the sequence's oid), held only for the few statements
+-- that read the clock, advance the counter and, when the clock is ahead of it, set it to the
+-- clock. It is a transaction-level lock taken inside a PL/pgSQL block, whose subtransaction
+-- releases it when the block ends by an error; the block always ends by one, our own when all
+-- went well, so no error or cancellation, wherever it lands, can leave the lock held (nextval
+-- and setval are not transactional: the counter keeps what they did). Not a lock held to the
+-- end of the transaction: a transaction that mints and goes on working must not hold up every
+-- other writer until it commits. A wait for it ends after 10 s (lock_timeout) with an error
+-- naming the holder: any role that can connect could take the same advisory lock and keep it.
 --
 -- Durability. nextval logs ahead and setval logs at once, but WAL is only flushed at the
 -- commit of a transaction that has an xid and commits synchronously. The minting functions
@@ -51,9 +52,22 @@
 -- sequence and cannot set it back. Decoding functions have SQL-standard bodies, bound when
 -- they are created: nothing on a caller's search_path can take their place.
 
+-- Before anything else, and with nothing looked up by name on the installing session's
+-- search_path (a schema others may create in, such as public on PostgreSQL 14, could hold a
+-- better match for any operator or function): remember the schema to install into and the
+-- session's search_path, and resolve names in pg_catalog only until the checks below pass.
+DO $path$
+BEGIN
+    PERFORM pg_catalog.set_config('snowflake_portable.schema', COALESCE(pg_catalog.current_schema(), ''), false);
+    PERFORM pg_catalog.set_config('snowflake_portable.search_path', pg_catalog.current_setting('search_path'), false);
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false);
+END
+$path$;
+
 DO $check$
 DECLARE
-    schema_oid oid := (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = current_schema());
+    schema_name text := current_setting('snowflake_portable.schema');
+    schema_oid oid := (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = schema_name);
     -- Who owns the schema in effect: the database's owner when it is pg_database_owner (public
     -- from PostgreSQL 15 on).
     owner oid := (SELECT CASE WHEN r.rolname = 'pg_database_owner' THEN d.datdba ELSE n.nspowner END
@@ -77,7 +91,7 @@ BEGIN
     -- role but the installer (or one that has its rights already) may create objects in it.
     IF NOT pg_catalog.pg_has_role(owner, current_user, 'USAGE') THEN
         RAISE EXCEPTION 'schema % belongs to %, not to the role installing snowflake_portable, %',
-                pg_catalog.quote_ident(current_schema()), owner::regrole, current_user
+                pg_catalog.quote_ident(schema_name), owner::regrole, current_user
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'The owner of the schema could change what functions that run as the installing role call.',
                   HINT = format('Install it as %s, or into a schema of your own.', owner::regrole);
@@ -92,10 +106,10 @@ BEGIN
                OR NOT pg_catalog.pg_has_role(CASE WHEN r.rolname = 'pg_database_owner' THEN owner ELSE a.grantee END,
                                              current_user, 'USAGE'))
     ) THEN
-        RAISE EXCEPTION 'schema % lets other roles create objects in it', pg_catalog.quote_ident(current_schema())
+        RAISE EXCEPTION 'schema % lets other roles create objects in it', pg_catalog.quote_ident(schema_name)
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'The minting functions run as their owner with this schema on their search_path.',
-                  HINT = format('Install into a schema only you can create in (CREATE SCHEMA ids; SET search_path TO ids, public;), or REVOKE CREATE ON SCHEMA %s FROM the other roles.', pg_catalog.quote_ident(current_schema()));
+                  HINT = format('Install into a schema only you can create in (CREATE SCHEMA ids; SET search_path TO ids, public;), or REVOKE CREATE ON SCHEMA %s FROM the other roles.', pg_catalog.quote_ident(schema_name));
     END IF;
     -- Running the file again keeps the state, but only state the installing role owns: a
     -- counter or configuration another role made could have been set back or planted.
@@ -105,7 +119,7 @@ BEGIN
           AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')
           AND c.relowner <> current_user::regrole
     ) THEN
-        RAISE EXCEPTION 'the snowflake state in schema % belongs to another role', pg_catalog.quote_ident(current_schema())
+        RAISE EXCEPTION 'the snowflake state in schema % belongs to another role', pg_catalog.quote_ident(schema_name)
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = (SELECT string_agg(format('%s is owned by %s', c.relname, c.relowner::regrole), '; ')
                             FROM pg_catalog.pg_class c
@@ -116,7 +130,7 @@ BEGIN
     -- Everything below resolves names in this schema and pg_catalog only, whatever else the
     -- installing session's search_path holds (a schema others may create in, such as public on
     -- PostgreSQL 14): the functions created here are bound to what they find now.
-    PERFORM pg_catalog.set_config('search_path', pg_catalog.format('%I, pg_catalog, pg_temp', current_schema()), false);
+    PERFORM pg_catalog.set_config('search_path', pg_catalog.format('%I, pg_catalog, pg_temp', schema_name), false);
 END
 $check$;
 
@@ -503,14 +517,22 @@ DECLARE
 BEGIN
     FOR grant_ IN
         SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind, c.oid::regclass::text AS object,
-               CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END AS grantee
+               CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee
         FROM pg_class c, aclexplode(c.relacl) a
         WHERE c.relnamespace = _snowflake_schema()
           AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')
           AND a.grantee <> c.relowner
         UNION
+        -- Column privileges: REVOKE ALL ON TABLE takes them too.
+        SELECT 'TABLE', c.oid::regclass::text,
+               CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
+        FROM pg_class c JOIN pg_attribute t ON t.attrelid = c.oid, aclexplode(t.attacl) a
+        WHERE c.relnamespace = _snowflake_schema()
+          AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')
+          AND a.grantee <> c.relowner
+        UNION
         SELECT 'FUNCTION', p.oid::regprocedure::text,
-               CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END
+               CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
         FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
         WHERE p.pronamespace = _snowflake_schema()
           AND p.proname IN ('snowflake_set_worker_id', 'snowflake_set_layout', 'snowflake_restore_mark',
@@ -564,10 +586,12 @@ BEGIN
         END IF;$f$, s, coalesce(cfg.worker::text, 'NULL'), quote_literal(coalesce(cfg.worker::text, 'NULL')));
     reserve := format($f$
         BEGIN
-            -- Set before the call: if the wait for the lock is cancelled, the handler
-            -- finds it not granted and leaves it.
-            locked := true;
-            PERFORM pg_advisory_lock(lock_key);
+            -- A transaction-level lock, taken in this block's subtransaction: it goes when
+            -- the block ends by an error, whatever the error (a cancellation, one that lands
+            -- anywhere, included), so no error can leave it held; and the block always ends by
+            -- one, of our own (SF000) when all went well. nextval and setval are not
+            -- transactional: what they did stays.
+            PERFORM pg_advisory_xact_lock(lock_key);
             -- Read under the lock, so no reading goes back relative to the counter because
             -- of a wait. A clock before the epoch reads as the epoch.
             clock_tick := greatest(0, (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - %3$s) / %4$s) << %5$s;
@@ -582,26 +606,11 @@ BEGIN
             IF first + n - 1 <> next_tick THEN
                 PERFORM setval(%2$s::regclass, first + n - 1);
             END IF;
-            PERFORM pg_advisory_unlock(lock_key);
-            locked := false;
-        EXCEPTION WHEN OTHERS OR query_canceled THEN
-            -- Whatever ended the block, a second cancellation in here included, the lock
-            -- must not stay held: every writer would wait on it.
-            WHILE locked LOOP
-                BEGIN
-                    IF EXISTS (
-                        SELECT 1 FROM pg_locks
-                        WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1
-                          AND classid::bigint = lock_key >> 32 AND objid::bigint = lock_key & 4294967295)
-                    THEN
-                        PERFORM pg_advisory_unlock(lock_key);
-                    END IF;
-                    locked := false;
-                EXCEPTION WHEN query_canceled THEN
-                    NULL;
-                END;
-            END LOOP;
-            IF SQLSTATE = '55P03' THEN
+            RAISE SQLSTATE 'SF000';
+        EXCEPTION
+            WHEN SQLSTATE 'SF000' THEN
+                NULL;
+            WHEN lock_not_available THEN
                 RAISE EXCEPTION 'waited %% for the snowflake minting lock', current_setting('lock_timeout')
                     USING ERRCODE = '55P03',
                           DETAIL = coalesce('It is held by the session of pid ' || (
@@ -610,8 +619,6 @@ BEGIN
                                 AND classid::bigint = lock_key >> 32 AND objid::bigint = lock_key & 4294967295) || '.',
                               'It is no longer held.'),
                           HINT = 'A session holds the lock only while it mints one id or one batch; one that holds it longer took it itself (SELECT pg_advisory_lock(...)): end that session.';
-            END IF;
-            RAISE;
         END;$f$,
         s, quote_literal(s || '.snowflake_portable_ticks'),
         _snowflake_epoch_ms(cfg.layout), _snowflake_unit_ms(cfg.layout), seq_bits,
@@ -626,7 +633,6 @@ BEGIN
         DECLARE
             n constant integer := 1;
             lock_key constant bigint := %8$s;
-            locked boolean := false;
             clock_tick bigint;
             next_tick bigint;
             first bigint;
@@ -644,7 +650,6 @@ BEGIN
         AS $body$
         DECLARE
             lock_key constant bigint := %8$s;
-            locked boolean := false;
             clock_tick bigint;
             next_tick bigint;
             first bigint;
@@ -904,3 +909,10 @@ BEGIN
     PERFORM _snowflake_write_functions();
 END
 $install$;
+
+-- The installing session's search_path as it was.
+DO $restore$
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', pg_catalog.current_setting('snowflake_portable.search_path'), false);
+END
+$restore$;
