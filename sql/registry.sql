@@ -1,19 +1,45 @@
--- The worker-id registry of snowflake_ext: one row per worker id in table
--- snowflake_registry.leases, in a database the whole fleet reaches (snowflake.registry). Any
--- PostgreSQL 14 to 18 serves, with or without snowflake_ext installed.
+-- The worker-id registry of snowflake_ext (registry format 2): a schema snowflake_registry in a
+-- database the whole fleet reaches (snowflake.registry). Any PostgreSQL 14 to 18 serves, with or
+-- without snowflake_ext installed.
 --
--- The first server that claims a worker id creates this schema if it is missing (its registry
--- role then needs CREATE on the database). To create it by hand instead, run this file as a
--- role that may, then give the fleet's role only what it needs:
+-- Install it, and run it again after an upgrade of snowflake_ext (it keeps every lease), as the
+-- role that is to own the registry (not the fleet's login role):
 --
---   psql -d registry -f sql/registry.sql
---   GRANT USAGE ON SCHEMA snowflake_registry TO fleet;
---   GRANT SELECT, INSERT, UPDATE ON snowflake_registry.leases, snowflake_registry.superseded TO fleet;
+--   psql -v ON_ERROR_STOP=1 -1 -d registry -f registry.sql
+--   SELECT snowflake_registry.grant_fleet('fleet');
 --
--- Running it again changes nothing. Every id a holder of a worker id may issue is below its
--- last_mark, which the holder records before it uses it; the next holder starts above it.
+-- The protocol runs here, in functions that run as the registry's owner; the fleet's role may
+-- only call them (grant_fleet gives EXECUTE on claim, confirm, renew, release and identity, and
+-- SELECT on the lease_list view) and can write no table itself, so a leaked fleet password
+-- cannot hand a live worker id to another server. The functions refuse a caller that could.
+--
+-- The rules, which every function enforces (snowflake_core::lease has the holder's side):
+--
+-- * A holder renews every third of its TTL (snowflake.lease_ttl, at most the registry's
+--   lock_delay) and stops minting on its own boot clock before its lease could end, counted
+--   from when it *sent* the request that last renewed it. Each renewal records the holder's cap
+--   (last_mark): the holder never issues past it, and the next holder starts above it.
+-- * A worker id changes hands at once only when its last holder has provably stopped: it gave
+--   it back itself with its final mark (release), it was never held, or it was held by an
+--   earlier start of the same server on the same machine run (same kernel boot and namespaces,
+--   where PostgreSQL itself refuses to start while any process of the earlier start lives).
+--   In every other case (expired, released by an administrator, superseded, held by a copy of
+--   the claimer, right after the registry's server changed) the claimer waits, on its own boot
+--   clock, at least the longest lease its last holder could still be counting (the larger of
+--   that holder's TTL and lock_delay), then confirms (confirm): Chubby's lock-delay. A holder
+--   that renews meanwhile keeps the worker id, and the claimer's confirmation fails.
+-- * Every change bumps the registry's epoch and returns it; each server keeps the highest it
+--   has seen with its marks. A server that has seen a later epoch than the registry now has
+--   proves that the registry went back in time (restored from a copy, or failed over to a
+--   standby that had not received everything): the registry then refuses every call until an
+--   administrator runs snowflake_registry.recover().
+-- * A server that last leased from another registry is refused unless this one imported that
+--   registry's leases (export/import, to move a fleet) or an administrator accepted it.
+
+SET client_min_messages = warning;
 
 CREATE SCHEMA IF NOT EXISTS snowflake_registry;
+REVOKE ALL ON SCHEMA snowflake_registry FROM PUBLIC;
 
 CREATE TABLE IF NOT EXISTS snowflake_registry.leases (
   worker            integer PRIMARY KEY,
@@ -32,9 +58,42 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.leases (
   expires_at        timestamptz,
   -- Every id of this worker ever issued is below this id.
   last_mark         bigint,
-  -- Set when the holder stopped cleanly, or by hand: the worker id is free.
+  -- Set when the worker id was given back: by its holder (with its final mark), by an
+  -- administrator, or because a standby promoted after its holder superseded it.
   released_at       timestamptz
 );
+ALTER TABLE snowflake_registry.leases
+  -- The machine run the holder's postmaster started on: its kernel's boot id and its mount,
+  -- network and IPC namespaces.
+  ADD COLUMN IF NOT EXISTS host_run        text,
+  -- The holder's lease, as it counts it (milliseconds).
+  ADD COLUMN IF NOT EXISTS ttl_ms          integer,
+  ADD COLUMN IF NOT EXISTS released_by     text,
+  -- The holder's clock minus the registry's, at its last claim or renewal.
+  ADD COLUMN IF NOT EXISTS skew_ms         integer,
+  -- A claim waiting out the lock-delay: who, with which token, since when, for how long.
+  ADD COLUMN IF NOT EXISTS pending_key     text,
+  ADD COLUMN IF NOT EXISTS pending_holder  text,
+  ADD COLUMN IF NOT EXISTS pending_token   bigint,
+  ADD COLUMN IF NOT EXISTS pending_since   timestamptz,
+  ADD COLUMN IF NOT EXISTS pending_wait_ms bigint,
+  -- Another start of the holder's own identity tried to take this worker id while it was held
+  -- (a copy of the server: a VM snapshot, a copied data directory on a host of the same name).
+  ADD COLUMN IF NOT EXISTS contested_at    timestamptz,
+  ADD COLUMN IF NOT EXISTS contested_by    text,
+  -- A holder of the same identity found this lease taken by another start of it, and stopped:
+  -- the start that holds it stops too at its next renewal (a copy of the server never takes
+  -- turns with the original).
+  ADD COLUMN IF NOT EXISTS displaced_at    timestamptz,
+  ADD COLUMN IF NOT EXISTS displaced_by    text,
+  -- No new holder starts below this time (after recover(): ids its holders may have issued
+  -- that the registry lost).
+  ADD COLUMN IF NOT EXISTS min_start_at    timestamptz,
+  -- Imported from the registry this one took over from, where it was held at the export: only
+  -- its holder may take it until that registry is retired.
+  ADD COLUMN IF NOT EXISTS elsewhere       boolean NOT NULL DEFAULT false,
+  -- Its holder's lease is to be believed over a fence the registry lost (after recover()).
+  ADD COLUMN IF NOT EXISTS recovered_at    timestamptz;
 
 -- Servers replaced by a standby promoted after them (a later timeline of the same system):
 -- they may lease no worker id again, so a server brought back beside its successor mints
@@ -51,16 +110,762 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.superseded (
   PRIMARY KEY (system_identifier, host, port, data_directory)
 );
 
+-- The registry itself: one row.
+CREATE TABLE IF NOT EXISTS snowflake_registry.config (
+  one                      boolean PRIMARY KEY DEFAULT true CHECK (one),
+  format                   integer NOT NULL DEFAULT 2,
+  registry_id              uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
+  -- Bumped by every change.
+  epoch                    bigint NOT NULL DEFAULT 0,
+  -- The longest lease a server may take, and the least a claimer waits before it takes over
+  -- a worker id whose holder did not give it back.
+  lock_delay_ms            integer NOT NULL DEFAULT 30000 CHECK (lock_delay_ms BETWEEN 5000 AND 3600000),
+  -- The largest difference between a claimer's clock and the registry's that a claim accepts.
+  max_skew_ms              integer NOT NULL DEFAULT 1000 CHECK (max_skew_ms BETWEEN 10 AND 60000),
+  -- Registries whose servers this one accepts (imported or accepted by an administrator).
+  accepts                  uuid[] NOT NULL DEFAULT '{}',
+  predecessor              uuid,
+  -- Exported to a successor: no new claims here.
+  moved_to                 uuid,
+  moved_at                 timestamptz,
+  -- Refusing every call until recover(): the registry went back in time.
+  frozen_at                timestamptz,
+  frozen_epoch             bigint,
+  frozen_reason            text,
+  -- The server this registry last ran on; claims wait the lock-delay for a while after it
+  -- changes (a restore or a failover may have lost leases).
+  server_system_identifier text,
+  server_timeline          integer,
+  cautious_until           timestamptz,
+  created_at               timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+INSERT INTO snowflake_registry.config DEFAULT VALUES ON CONFLICT (one) DO NOTHING;
+UPDATE snowflake_registry.config SET format = 2;
+
+-- What every function of the protocol answers.
+DO $type$
+BEGIN
+  IF pg_catalog.to_regtype('snowflake_registry.answer') IS NULL THEN
+    CREATE TYPE snowflake_registry.answer AS (
+      -- granted, wait, renewed, released, lost, duplicate, exhausted, held, superseded,
+      -- frozen, behind, foreign, moved, skew, unsafe_role
+      outcome       text,
+      worker        integer,
+      fence         bigint,
+      last_mark     bigint,
+      token         bigint,
+      wait_ms       bigint,
+      epoch         bigint,
+      registry_id   uuid,
+      lock_delay_ms integer,
+      max_skew_ms   integer,
+      min_start_ms  bigint,
+      reason        text
+    );
+  END IF;
+END
+$type$;
+
+-- No role but the owner may change or lock a table of the registry: take back every grant
+-- (registry format 1 asked for SELECT, INSERT, UPDATE for the fleet's role).
+DO $revoke$
+DECLARE
+  g record;
+BEGIN
+  FOR g IN
+    SELECT DISTINCT c.relname, a.grantee
+      FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+     WHERE c.relnamespace = 'snowflake_registry'::pg_catalog.regnamespace
+       AND c.relkind IN ('r', 'v') AND a.grantee <> c.relowner
+  LOOP
+    EXECUTE pg_catalog.format('REVOKE ALL ON TABLE snowflake_registry.%I FROM %s', g.relname,
+      CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::text) END);
+  END LOOP;
+END
+$revoke$;
+
 CREATE OR REPLACE VIEW snowflake_registry.lease_list AS
 SELECT worker,
        host, port, data_directory, system_identifier, timeline,
-       since, renewed_at, expires_at, last_mark,
-       CASE WHEN system_identifier IS NULL THEN 'never held'
+       since, renewed_at, expires_at, ttl_ms, last_mark,
+       CASE WHEN elsewhere THEN 'held in the predecessor registry'
+            WHEN system_identifier IS NULL THEN 'never held'
+            WHEN pending_key IS NOT NULL THEN 'claimed, waiting out the lock-delay'
             WHEN released_at IS NOT NULL THEN 'released'
             WHEN expires_at < pg_catalog.now() THEN 'expired'
             ELSE 'held' END AS state,
-       released_at
+       released_at, released_by, skew_ms, pending_holder, pending_since, contested_at, contested_by,
+       displaced_at, displaced_by
   FROM snowflake_registry.leases;
 
 COMMENT ON TABLE snowflake_registry.leases IS
-  'snowflake_ext: worker ids leased by the servers of a fleet (snowflake.worker_id = ''auto''). Release one by hand with UPDATE snowflake_registry.leases SET released_at = now() WHERE worker = N; its holder stops minting at its next renewal.';
+  'snowflake_ext: worker ids leased by the servers of a fleet (snowflake.worker_id = ''auto''). Changed only through the functions of this schema; release one with SELECT snowflake_registry.release_worker(N).';
+
+-- A holder's identity, as one key.
+CREATE OR REPLACE FUNCTION snowflake_registry.key(system_identifier text, host text, port integer, data_directory text)
+RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
+RETURN pg_catalog.concat_ws('|', system_identifier, host, port, data_directory);
+
+-- A holder, for messages.
+CREATE OR REPLACE FUNCTION snowflake_registry.describe(system_identifier text, host text, port integer, data_directory text)
+RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
+RETURN pg_catalog.format('%s:%s (%s, system %s)', host, port, data_directory, system_identifier);
+
+CREATE OR REPLACE FUNCTION snowflake_registry.unix_ms(t timestamptz)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (EXTRACT(epoch FROM t) * 1000)::bigint;
+
+-- Opens a call of the protocol: locks the registry's row (every call is serialized by it) and
+-- refuses what no call may do. On success `refusal` is NULL, `c` is the registry's row with the
+-- epoch bumped for this call.
+CREATE OR REPLACE FUNCTION snowflake_registry.open(p_registry uuid, p_seen_epoch bigint, p_claiming boolean,
+                                                   OUT c snowflake_registry.config,
+                                                   OUT refusal snowflake_registry.answer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  sysid text;
+  tli integer;
+BEGIN
+  SELECT * INTO c FROM snowflake_registry.config FOR UPDATE;
+  refusal.registry_id := c.registry_id;
+  refusal.epoch := c.epoch;
+  refusal.lock_delay_ms := c.lock_delay_ms;
+  refusal.max_skew_ms := c.max_skew_ms;
+  -- The fleet's role must not be able to do by hand what these functions forbid.
+  IF pg_catalog.has_table_privilege(session_user, 'snowflake_registry.leases', 'INSERT, UPDATE, DELETE, TRUNCATE')
+     OR pg_catalog.has_table_privilege(session_user, 'snowflake_registry.config', 'INSERT, UPDATE, DELETE, TRUNCATE')
+     OR pg_catalog.has_table_privilege(session_user, 'snowflake_registry.superseded', 'INSERT, UPDATE, DELETE, TRUNCATE') THEN
+    refusal.outcome := 'unsafe_role';
+    refusal.reason := pg_catalog.format('the role %s may write the registry''s tables directly, so anyone with its password could hand a live worker id to another server', session_user);
+    RETURN;
+  END IF;
+  IF c.frozen_at IS NOT NULL THEN
+    refusal.outcome := 'frozen';
+    refusal.reason := c.frozen_reason;
+    RETURN;
+  END IF;
+  IF p_registry IS NOT NULL AND p_registry <> c.registry_id AND NOT p_registry = ANY (c.accepts) THEN
+    refusal.outcome := 'foreign';
+    refusal.reason := pg_catalog.format('this server last leased its worker id from registry %s, and this registry (%s) neither imported that registry''s leases nor accepts its servers', p_registry, c.registry_id);
+    RETURN;
+  END IF;
+  IF p_registry = c.registry_id AND p_seen_epoch > c.epoch THEN
+    UPDATE snowflake_registry.config
+       SET frozen_at = pg_catalog.now(), frozen_epoch = GREATEST(frozen_epoch, p_seen_epoch),
+           frozen_reason = pg_catalog.format('the registry went back in time: a server had seen its epoch %s, and it is now at %s (restored from an older copy, or failed over to a standby that had not received everything); leases granted since that copy may be lost', p_seen_epoch, c.epoch)
+     RETURNING * INTO c;
+    refusal.outcome := 'behind';
+    refusal.reason := c.frozen_reason;
+    RETURN;
+  END IF;
+  IF p_claiming AND c.moved_to IS NOT NULL THEN
+    refusal.outcome := 'moved';
+    refusal.reason := pg_catalog.format('this registry''s leases were exported to registry %s at %s: it grants no new lease', c.moved_to, c.moved_at);
+    RETURN;
+  END IF;
+  -- A new server under the registry (restored, promoted, or a dump loaded elsewhere) may have
+  -- lost leases granted since: claims wait out the lock-delay for a while, during which every
+  -- holder that renews tells whether it went back in time.
+  SELECT s.system_identifier::text INTO sysid FROM pg_catalog.pg_control_system() s;
+  tli := ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer;
+  IF c.server_system_identifier IS DISTINCT FROM sysid OR c.server_timeline IS DISTINCT FROM tli THEN
+    UPDATE snowflake_registry.config
+       SET server_system_identifier = sysid, server_timeline = tli,
+           cautious_until = CASE WHEN c.server_system_identifier IS NULL THEN c.cautious_until
+                                 ELSE pg_catalog.now() + c.lock_delay_ms * interval '1 millisecond' END;
+  END IF;
+  UPDATE snowflake_registry.config SET epoch = epoch + 1 RETURNING * INTO c;
+END
+$$;
+
+-- An answer of outcome `outcome` for registry row `c`.
+CREATE OR REPLACE FUNCTION snowflake_registry.answer(c snowflake_registry.config, outcome text, reason text DEFAULT NULL)
+RETURNS snowflake_registry.answer LANGUAGE sql STABLE
+RETURN ROW(outcome, NULL, NULL, NULL, NULL, NULL, c.epoch, c.registry_id, c.lock_delay_ms, c.max_skew_ms, NULL, reason)::snowflake_registry.answer;
+
+-- Records as superseded the servers of the system `p_system_identifier` on a timeline before
+-- `p_timeline` (other than the caller) whose own lease has ended: the caller is a standby
+-- promoted after them. Their worker ids are released (a claimer waits out the lock-delay).
+CREATE OR REPLACE FUNCTION snowflake_registry.supersede(p_system_identifier text, p_host text, p_port integer,
+                                                        p_data_directory text, p_timeline integer)
+RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+  WITH gone AS (
+    UPDATE snowflake_registry.leases l
+       SET released_at = pg_catalog.now(), released_by = 'superseded', pending_key = NULL,
+           pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
+     WHERE l.system_identifier = p_system_identifier
+       AND l.timeline < p_timeline
+       AND l.released_at IS NULL
+       AND NOT l.elsewhere
+       AND (l.host, l.port, l.data_directory) IS DISTINCT FROM (p_host, p_port, p_data_directory)
+       AND l.expires_at < pg_catalog.now()
+    RETURNING l.system_identifier, l.host, l.port, l.data_directory, l.timeline, l.worker)
+  INSERT INTO snowflake_registry.superseded
+         (system_identifier, host, port, data_directory, timeline, worker, successor)
+  SELECT gone.system_identifier, gone.host, gone.port, gone.data_directory, gone.timeline, gone.worker,
+         snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory)
+    FROM gone
+  ON CONFLICT (system_identifier, host, port, data_directory) DO UPDATE
+    SET timeline = EXCLUDED.timeline, worker = EXCLUDED.worker,
+        successor = EXCLUDED.successor, at = pg_catalog.now();
+END;
+
+-- Claims a worker id of p_first..p_last for the caller (p_pinned: exactly p_first, the worker id
+-- its snowflake.worker_id names). Its own at once if it provably stopped using it, else one never
+-- held, else one its holder gave back, else the one whose lease ended longest ago. Answers
+-- `granted` (use it once the cap is recorded by a renewal), `wait` (confirm after wait_ms on the
+-- caller's boot clock), or why not.
+CREATE OR REPLACE FUNCTION snowflake_registry.claim(
+  p_system_identifier text, p_host text, p_port integer, p_data_directory text,
+  p_boot text, p_host_run text, p_timeline integer,
+  p_first integer, p_last integer, p_pinned boolean,
+  p_ttl_ms integer, p_clock_ms bigint, p_fence bigint,
+  p_registry uuid, p_seen_epoch bigint)
+RETURNS snowflake_registry.answer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  o record;
+  c snowflake_registry.config;
+  a snowflake_registry.answer;
+  r snowflake_registry.leases;
+  me text := snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
+  mine boolean;
+  immediate boolean;
+  cautious boolean;
+  skew bigint;
+  s record;
+BEGIN
+  SELECT * INTO o FROM snowflake_registry.open(p_registry, p_seen_epoch, true);
+  c := o.c;
+  a := o.refusal;
+  IF a.outcome IS NOT NULL THEN RETURN a; END IF;
+  IF p_ttl_ms > c.lock_delay_ms THEN
+    RETURN snowflake_registry.answer(c, 'ttl', pg_catalog.format('a lease of %s ms is longer than the registry''s lock_delay, %s ms', p_ttl_ms, c.lock_delay_ms));
+  END IF;
+  skew := p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp());
+  IF abs(skew) > c.max_skew_ms THEN
+    RETURN snowflake_registry.answer(c, 'skew', pg_catalog.format('this server''s clock is %s ms %s the registry''s (at most %s ms are accepted): a new holder starts from its clock, above ids its predecessors may have issued by theirs', abs(skew), CASE WHEN skew < 0 THEN 'behind' ELSE 'ahead of' END, c.max_skew_ms));
+  END IF;
+  SELECT x.worker, x.successor INTO s FROM snowflake_registry.superseded x
+   WHERE (x.system_identifier, x.host, x.port, x.data_directory) = (p_system_identifier, p_host, p_port, p_data_directory)
+     AND x.timeline >= p_timeline;
+  IF FOUND THEN
+    a := snowflake_registry.answer(c, 'superseded', pg_catalog.format('it held worker id %s; its successor is %s', s.worker, s.successor));
+    a.worker := s.worker;
+    RETURN a;
+  END IF;
+  IF p_timeline > 1 THEN
+    PERFORM snowflake_registry.supersede(p_system_identifier, p_host, p_port, p_data_directory, p_timeline);
+  END IF;
+  INSERT INTO snowflake_registry.leases (worker)
+  SELECT g FROM pg_catalog.generate_series(p_first, p_last) g
+  ON CONFLICT (worker) DO NOTHING;
+  cautious := COALESCE(c.cautious_until > pg_catalog.now(), false);
+  SELECT l.* INTO r FROM snowflake_registry.leases l
+   WHERE l.worker BETWEEN p_first AND p_last
+     AND (snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me
+          OR (NOT l.elsewhere
+              AND (l.system_identifier IS NULL OR l.released_at IS NOT NULL OR l.expires_at < pg_catalog.now())))
+     -- a claim waiting out its lock-delay is not overtaken, unless its claimant gave up
+     AND (l.pending_key IS NULL OR pg_catalog.starts_with(l.pending_key, me || '|')
+          OR l.pending_since + (l.pending_wait_ms + c.lock_delay_ms) * interval '1 millisecond' < pg_catalog.now())
+   ORDER BY snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me DESC,
+            l.system_identifier IS NULL DESC,
+            l.released_by IS NOT DISTINCT FROM 'holder' DESC,
+            COALESCE(l.released_at, l.expires_at), l.worker
+   LIMIT 1
+   FOR UPDATE OF l SKIP LOCKED;
+  IF NOT FOUND THEN
+    IF p_pinned THEN
+      SELECT l.* INTO r FROM snowflake_registry.leases l WHERE l.worker = p_first;
+      a := snowflake_registry.answer(c, 'held', pg_catalog.format('worker id %s is %s by %s',
+             p_first,
+             CASE WHEN r.elsewhere THEN 'held in the predecessor registry'
+                  WHEN r.pending_key IS NOT NULL THEN 'being claimed' ELSE 'held' END,
+             COALESCE(r.pending_holder, snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory))));
+      a.worker := p_first;
+      RETURN a;
+    END IF;
+    RETURN snowflake_registry.answer(c, 'exhausted', pg_catalog.format('every worker id of %s-%s is leased by another server', p_first, p_last));
+  END IF;
+  mine := snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = me;
+  immediate :=
+    -- this very start of the server, renewing what it holds
+    (mine AND r.boot = p_boot AND r.fence = p_fence AND r.released_at IS NULL AND r.displaced_at IS NULL)
+    OR (NOT cautious AND r.displaced_at IS NULL AND r.released_by IS DISTINCT FROM 'admin' AND (
+          -- an earlier start of the same server on the same machine run: PostgreSQL refuses to
+          -- start while any process of it is attached to its shared memory
+          (mine AND r.boot IS DISTINCT FROM p_boot AND r.host_run = p_host_run)
+          -- this start of the server, whose shared memory was reset after a crash
+          OR (mine AND r.boot = p_boot AND p_fence IS NULL)
+          OR r.system_identifier IS NULL
+          OR (r.released_by = 'holder' AND NOT r.elsewhere)));
+  IF mine AND r.boot = p_boot AND p_fence IS NOT NULL AND r.fence <> p_fence AND r.released_at IS NULL THEN
+    -- Another process with this very start's memory renewed it: a copy of this server's
+    -- memory (a resumed VM snapshot) runs beside it.
+    a := snowflake_registry.answer(c, 'duplicate', pg_catalog.format('worker id %s was renewed by another process of this very start of the server (fence %s, this one holds %s): a copy of this server''s memory runs elsewhere', r.worker, r.fence, p_fence));
+    a.worker := r.worker;
+    RETURN a;
+  END IF;
+  IF immediate THEN
+    UPDATE snowflake_registry.leases l
+       SET system_identifier = p_system_identifier, host = p_host, port = p_port, data_directory = p_data_directory,
+           timeline = p_timeline, boot = p_boot, host_run = p_host_run, fence = l.fence + 1,
+           ttl_ms = p_ttl_ms, skew_ms = skew,
+           since = CASE WHEN mine AND l.released_at IS NULL THEN l.since ELSE pg_catalog.now() END,
+           renewed_at = pg_catalog.now(),
+           expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
+           released_at = NULL, released_by = NULL, elsewhere = false, recovered_at = NULL,
+           pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
+     WHERE l.worker = r.worker
+    RETURNING * INTO r;
+    a := snowflake_registry.answer(c, 'granted');
+    a.fence := r.fence;
+  ELSE
+    UPDATE snowflake_registry.leases l
+       SET pending_key = me || '|' || p_boot || '|' || p_host_run,
+           pending_holder = snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
+           pending_token = (pg_catalog.random() * 9e15)::bigint,
+           pending_since = pg_catalog.now(),
+           pending_wait_ms = GREATEST(COALESCE(l.ttl_ms, 0), c.lock_delay_ms)
+     WHERE l.worker = r.worker
+    RETURNING * INTO r;
+    a := snowflake_registry.answer(c, 'wait', CASE
+           WHEN cautious THEN 'the registry''s server changed recently (a restore or a failover may have lost leases)'
+           WHEN r.displaced_at IS NOT NULL THEN pg_catalog.format('two starts of this server''s identity held it (%s)', r.displaced_at)
+           WHEN r.released_by = 'admin' THEN 'an administrator released it'
+           WHEN r.released_by = 'superseded' THEN 'its holder was superseded'
+           WHEN mine THEN 'an earlier start of this server on another machine run held it (a restart after a reboot, or a copy of this server)'
+           ELSE 'its lease ended without its holder giving it back' END);
+    a.token := r.pending_token;
+    a.wait_ms := r.pending_wait_ms;
+  END IF;
+  a.worker := r.worker;
+  a.last_mark := r.last_mark;
+  a.min_start_ms := snowflake_registry.unix_ms(r.min_start_at);
+  RETURN a;
+END
+$$;
+
+-- Takes the worker id the caller claimed with `p_token`, once it has waited out the lock-delay:
+-- `granted` if nobody renewed or claimed it meanwhile.
+CREATE OR REPLACE FUNCTION snowflake_registry.confirm(
+  p_system_identifier text, p_host text, p_port integer, p_data_directory text,
+  p_boot text, p_host_run text, p_timeline integer,
+  p_worker integer, p_token bigint, p_ttl_ms integer, p_clock_ms bigint,
+  p_registry uuid, p_seen_epoch bigint)
+RETURNS snowflake_registry.answer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  o record;
+  c snowflake_registry.config;
+  a snowflake_registry.answer;
+  r snowflake_registry.leases;
+  me text := snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
+  left_ms bigint;
+BEGIN
+  SELECT * INTO o FROM snowflake_registry.open(p_registry, p_seen_epoch, true);
+  c := o.c;
+  a := o.refusal;
+  IF a.outcome IS NOT NULL THEN RETURN a; END IF;
+  SELECT l.* INTO r FROM snowflake_registry.leases l WHERE l.worker = p_worker FOR UPDATE;
+  IF NOT FOUND OR r.pending_token IS DISTINCT FROM p_token
+     OR r.pending_key IS DISTINCT FROM me || '|' || p_boot || '|' || p_host_run THEN
+    IF snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = me
+       AND r.boot IS DISTINCT FROM p_boot AND r.released_at IS NULL THEN
+      a := snowflake_registry.answer(c, 'duplicate', pg_catalog.format('another start of this server (%s) holds worker id %s and renewed it while this one waited: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory), p_worker));
+    ELSE
+      a := snowflake_registry.answer(c, 'lost', pg_catalog.format('while this server waited, worker id %s was %s', p_worker,
+             CASE WHEN r.pending_key IS NOT NULL THEN 'claimed by ' || r.pending_holder
+                  ELSE 'renewed by its holder, ' || snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory) END));
+    END IF;
+    a.worker := p_worker;
+    RETURN a;
+  END IF;
+  -- The claimer's boot clock is what proves the wait; the registry's clock must agree.
+  left_ms := r.pending_wait_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()) + snowflake_registry.unix_ms(r.pending_since);
+  IF left_ms > 0 THEN
+    a := snowflake_registry.answer(c, 'wait', 'the registry''s clock has not seen the lock-delay pass yet');
+    a.worker := p_worker;
+    a.token := p_token;
+    a.wait_ms := left_ms;
+    RETURN a;
+  END IF;
+  UPDATE snowflake_registry.leases l
+     SET system_identifier = p_system_identifier, host = p_host, port = p_port, data_directory = p_data_directory,
+         timeline = p_timeline, boot = p_boot, host_run = p_host_run, fence = l.fence + 1,
+         ttl_ms = p_ttl_ms, skew_ms = p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()),
+         since = pg_catalog.now(), renewed_at = pg_catalog.now(),
+         expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
+         released_at = NULL, released_by = NULL, elsewhere = false, recovered_at = NULL,
+         contested_at = NULL, contested_by = NULL, displaced_at = NULL, displaced_by = NULL,
+         pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
+   WHERE l.worker = p_worker
+  RETURNING * INTO r;
+  a := snowflake_registry.answer(c, 'granted');
+  a.worker := r.worker;
+  a.fence := r.fence;
+  a.last_mark := r.last_mark;
+  a.min_start_ms := snowflake_registry.unix_ms(r.min_start_at);
+  RETURN a;
+END
+$$;
+
+-- Renews the caller's lease of p_worker (last seen with p_fence) for p_ttl_ms, recording p_cap
+-- (an id of the worker) below which it will issue. `renewed` with the new fence, or `lost`,
+-- `duplicate` (a copy of the caller holds it) and why.
+CREATE OR REPLACE FUNCTION snowflake_registry.renew(
+  p_system_identifier text, p_host text, p_port integer, p_data_directory text,
+  p_boot text, p_timeline integer,
+  p_worker integer, p_fence bigint, p_cap bigint, p_ttl_ms integer, p_clock_ms bigint,
+  p_registry uuid, p_seen_epoch bigint)
+RETURNS snowflake_registry.answer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  o record;
+  c snowflake_registry.config;
+  a snowflake_registry.answer;
+  r snowflake_registry.leases;
+  me text := snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
+  holder text;
+  copy text;
+BEGIN
+  SELECT * INTO o FROM snowflake_registry.open(p_registry, p_seen_epoch, false);
+  c := o.c;
+  a := o.refusal;
+  IF a.outcome IS NOT NULL THEN RETURN a; END IF;
+  a := snowflake_registry.answer(c, 'lost');
+  a.worker := p_worker;
+  IF p_ttl_ms > c.lock_delay_ms THEN
+    a.outcome := 'ttl';
+    a.reason := pg_catalog.format('a lease of %s ms is longer than the registry''s lock_delay, %s ms', p_ttl_ms, c.lock_delay_ms);
+    RETURN a;
+  END IF;
+  SELECT l.* INTO r FROM snowflake_registry.leases l WHERE l.worker = p_worker FOR UPDATE;
+  IF NOT FOUND THEN
+    a.reason := 'the registry has no such lease';
+    RETURN a;
+  END IF;
+  holder := snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory);
+  IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
+     AND (r.fence = p_fence OR r.recovered_at IS NOT NULL) THEN
+    IF r.displaced_at > r.since THEN
+      -- A copy of this server that lost this lease to it says so: both stop.
+      a.outcome := 'duplicate';
+      a.reason := pg_catalog.format('another start of this server (%s) held worker id %s and found this one in its place: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', r.displaced_by, p_worker);
+      RETURN a;
+    END IF;
+    IF pg_catalog.starts_with(r.pending_key, me || '|') THEN
+      copy := r.pending_holder || ', start ' || pg_catalog.split_part(pg_catalog.substr(r.pending_key, pg_catalog.length(me) + 2), '|', 1);
+    END IF;
+    UPDATE snowflake_registry.leases l
+       SET fence = l.fence + 1, renewed_at = pg_catalog.now(),
+           expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
+           ttl_ms = p_ttl_ms, timeline = p_timeline,
+           skew_ms = p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()),
+           last_mark = GREATEST(l.last_mark, p_cap), recovered_at = NULL,
+           contested_at = CASE WHEN copy IS NOT NULL THEN pg_catalog.now() ELSE l.contested_at END,
+           contested_by = COALESCE(copy, l.contested_by),
+           pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
+     WHERE l.worker = p_worker
+    RETURNING * INTO r;
+    IF p_timeline > 1 THEN
+      PERFORM snowflake_registry.supersede(p_system_identifier, p_host, p_port, p_data_directory, p_timeline);
+    END IF;
+    a.outcome := 'renewed';
+    a.fence := r.fence;
+    IF copy IS NOT NULL THEN
+      a.reason := pg_catalog.format('another start of this server''s identity (%s) tried to claim worker id %s: a copy of this server runs; this one keeps it', copy, p_worker);
+    END IF;
+    RETURN a;
+  END IF;
+  IF holder = me AND r.released_at IS NULL AND NOT r.elsewhere THEN
+    -- This server's identity holds it, but not this start, or not with this fence: a copy.
+    UPDATE snowflake_registry.leases l
+       SET displaced_at = pg_catalog.now(), displaced_by = 'start ' || p_boot
+     WHERE l.worker = p_worker;
+    a.outcome := 'duplicate';
+    a.reason := CASE WHEN r.boot = p_boot
+      THEN pg_catalog.format('worker id %s was renewed by another process of this very start of the server (fence %s, this one holds %s): a copy of this server''s memory runs elsewhere', p_worker, r.fence, p_fence)
+      ELSE pg_catalog.format('another start of this server (boot %s, machine run %s) now holds worker id %s: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', r.boot, r.host_run, p_worker) END;
+    RETURN a;
+  END IF;
+  a.reason := CASE
+    WHEN r.released_by = 'admin' THEN 'an administrator released it'
+    WHEN r.released_by = 'superseded' THEN 'a standby promoted after this server superseded it'
+    WHEN r.released_at IS NOT NULL THEN 'it was given back'
+    WHEN r.elsewhere THEN 'it is held in the registry this one took over from'
+    WHEN r.system_identifier IS NULL THEN 'the registry does not know this lease'
+    ELSE 'it was taken by ' || snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory) END;
+  RETURN a;
+END
+$$;
+
+-- Gives back the caller's lease of p_worker at a clean stop (or a move to another registry or
+-- range), recording p_end: one past the last id it issued (it issues no more), so that the next
+-- holder, most often this server again, continues right above its ids, at once.
+CREATE OR REPLACE FUNCTION snowflake_registry.release(
+  p_system_identifier text, p_host text, p_port integer, p_data_directory text,
+  p_boot text, p_worker integer, p_fence bigint, p_end bigint,
+  p_registry uuid, p_seen_epoch bigint)
+RETURNS snowflake_registry.answer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  o record;
+  c snowflake_registry.config;
+  a snowflake_registry.answer;
+BEGIN
+  SELECT * INTO o FROM snowflake_registry.open(p_registry, p_seen_epoch, false);
+  c := o.c;
+  a := o.refusal;
+  IF a.outcome IS NOT NULL THEN RETURN a; END IF;
+  UPDATE snowflake_registry.leases l
+     SET released_at = pg_catalog.now(), released_by = 'holder', last_mark = p_end,
+         pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
+   WHERE l.worker = p_worker AND l.fence = p_fence AND l.boot = p_boot AND l.released_at IS NULL
+     AND snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory)
+         = snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
+  a := snowflake_registry.answer(c, CASE WHEN FOUND THEN 'released' ELSE 'lost' END);
+  a.worker := p_worker;
+  RETURN a;
+END
+$$;
+
+-- This registry's id and epoch, and its limits (a server checks where a new snowflake.registry
+-- points before it leaves the old one).
+CREATE OR REPLACE FUNCTION snowflake_registry.identity()
+RETURNS snowflake_registry.answer
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURN (SELECT snowflake_registry.answer(c, 'identity') FROM snowflake_registry.config c);
+
+-- Administration: not granted to the fleet.
+
+-- Releases worker id p_worker by hand (its server is gone for good). Its holder, if it still
+-- runs, stops minting at its next renewal; a new holder takes it only after the lock-delay.
+CREATE OR REPLACE FUNCTION snowflake_registry.release_worker(p_worker integer)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r snowflake_registry.leases;
+BEGIN
+  UPDATE snowflake_registry.config SET epoch = epoch + 1;
+  UPDATE snowflake_registry.leases l
+     SET released_at = pg_catalog.now(), released_by = 'admin',
+         pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
+   WHERE l.worker = p_worker
+  RETURNING * INTO r;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'the registry has no worker id %', p_worker
+      USING ERRCODE = 'no_data_found', HINT = 'SELECT * FROM snowflake_registry.lease_list lists the worker ids it has.';
+  END IF;
+  RETURN pg_catalog.format('worker id %s released; its next holder waits %s ms before it mints', p_worker,
+                           GREATEST(COALESCE(r.ttl_ms, 0), (SELECT lock_delay_ms FROM snowflake_registry.config)));
+END
+$$;
+
+-- After the registry went back in time (it says so, frozen): serves again. Every lease whose
+-- holder still runs continues (each holder's next renewal is believed over the fence the
+-- registry lost, and records its cap again); every new holder starts above the time the
+-- registry's lost history could have reached, and waits out the lock-delay first.
+CREATE OR REPLACE FUNCTION snowflake_registry.recover(p_epoch bigint DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  c snowflake_registry.config;
+  until timestamptz;
+BEGIN
+  SELECT * INTO c FROM snowflake_registry.config FOR UPDATE;
+  -- Above any epoch a server can have seen: the lost history bumped it at most once per call.
+  UPDATE snowflake_registry.config
+     SET epoch = GREATEST(epoch, COALESCE(frozen_epoch, 0), COALESCE(p_epoch, 0)) + 1000000000,
+         frozen_at = NULL, frozen_epoch = NULL, frozen_reason = NULL,
+         cautious_until = pg_catalog.now() + lock_delay_ms * interval '1 millisecond'
+  RETURNING * INTO c;
+  -- A holder's ids run at most its lease, its marks' reach (2 s, twice) and the clock skew
+  -- allowed ahead of the registry's clock.
+  until := pg_catalog.now() + (c.lock_delay_ms + 2 * c.max_skew_ms + 4000) * interval '1 millisecond';
+  UPDATE snowflake_registry.leases l
+     SET recovered_at = CASE WHEN l.released_at IS NULL THEN pg_catalog.now() END,
+         min_start_at = GREATEST(l.min_start_at, until),
+         pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL;
+  RETURN pg_catalog.format('the registry serves again at epoch %s; new holders start after %s', c.epoch, until);
+END
+$$;
+
+-- Lets servers that last leased from registry p_registry lease here although this one did not
+-- import its leases: an administrator's word that none of them still holds a worker id there
+-- that this registry could grant to another server.
+CREATE OR REPLACE FUNCTION snowflake_registry.accept(p_registry uuid)
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+  UPDATE snowflake_registry.config
+     SET accepts = (SELECT pg_catalog.array_agg(DISTINCT u) FROM pg_catalog.unnest(accepts || p_registry) u),
+         epoch = epoch + 1;
+END;
+
+-- Moving a fleet to a new registry: in the old one, export() (it then grants no new lease);
+-- in the new one, import() what it returned. Servers then move one at a time (a reload of
+-- snowflake.registry): each gives its lease back here and takes it up there at once. Export
+-- and import again once every server has moved, then retire_predecessor() in the new one.
+CREATE OR REPLACE FUNCTION snowflake_registry.export(p_successor uuid)
+RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  c snowflake_registry.config;
+BEGIN
+  IF p_successor IS NULL THEN
+    RAISE EXCEPTION 'export() needs the id of the registry that takes over'
+      USING ERRCODE = 'null_value_not_allowed', HINT = 'Run SELECT registry_id FROM snowflake_registry.identity() in the new registry.';
+  END IF;
+  UPDATE snowflake_registry.config
+     SET moved_to = p_successor, moved_at = COALESCE(moved_at, pg_catalog.now()), epoch = epoch + 1
+  RETURNING * INTO c;
+  RETURN pg_catalog.jsonb_build_object(
+    'registry_id', c.registry_id, 'epoch', c.epoch, 'lock_delay_ms', c.lock_delay_ms,
+    'exported_at', pg_catalog.now(),
+    'leases', COALESCE((SELECT pg_catalog.jsonb_agg(pg_catalog.to_jsonb(l) ORDER BY l.worker)
+                          FROM snowflake_registry.leases l), '[]'));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION snowflake_registry.import(p_doc jsonb)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  c snowflake_registry.config;
+  old uuid := (p_doc ->> 'registry_id')::uuid;
+  exported timestamptz := (p_doc ->> 'exported_at')::timestamptz;
+  delay bigint := GREATEST((p_doc ->> 'lock_delay_ms')::bigint, 0);
+  n integer := 0;
+  e jsonb;
+  l snowflake_registry.leases;
+  held boolean;
+BEGIN
+  SELECT * INTO c FROM snowflake_registry.config FOR UPDATE;
+  IF old IS NULL OR old = c.registry_id THEN
+    RAISE EXCEPTION 'import() needs what export() returned in another registry, not %', COALESCE(old::text, 'NULL')
+      USING ERRCODE = 'invalid_parameter_value', HINT = 'In the old registry: SELECT snowflake_registry.export(<this registry''s id>).';
+  END IF;
+  IF c.predecessor IS NOT NULL AND c.predecessor <> old THEN
+    RAISE EXCEPTION 'this registry already took over from registry %, not %', c.predecessor, old
+      USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Import a registry into a new one, one at a time.';
+  END IF;
+  UPDATE snowflake_registry.config
+     SET predecessor = old,
+         accepts = (SELECT pg_catalog.array_agg(DISTINCT u) FROM pg_catalog.unnest(accepts || old) u),
+         epoch = epoch + 1;
+  FOR e IN SELECT * FROM pg_catalog.jsonb_array_elements(p_doc -> 'leases') LOOP
+    l := pg_catalog.jsonb_populate_record(NULL::snowflake_registry.leases, e);
+    -- Held there at the export (and not given back): only its holder may take it here, until
+    -- the old registry is retired.
+    held := l.system_identifier IS NOT NULL AND l.released_at IS NULL;
+    INSERT INTO snowflake_registry.leases AS x
+           (worker, system_identifier, host, port, data_directory, timeline, boot, host_run, fence,
+            since, renewed_at, expires_at, ttl_ms, last_mark, released_at, released_by, elsewhere, min_start_at)
+    VALUES (l.worker, l.system_identifier, l.host, l.port, l.data_directory, l.timeline, l.boot, l.host_run, 0,
+            l.since, l.renewed_at, l.expires_at, l.ttl_ms, l.last_mark, l.released_at, l.released_by, held, l.min_start_at)
+    ON CONFLICT (worker) DO UPDATE
+      SET last_mark = GREATEST(x.last_mark, EXCLUDED.last_mark),
+          min_start_at = GREATEST(x.min_start_at, EXCLUDED.min_start_at),
+          -- rows not taken up here yet follow the old registry
+          system_identifier = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.system_identifier ELSE x.system_identifier END,
+          host = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.host ELSE x.host END,
+          port = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.port ELSE x.port END,
+          data_directory = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.data_directory ELSE x.data_directory END,
+          timeline = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.timeline ELSE x.timeline END,
+          boot = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.boot ELSE x.boot END,
+          host_run = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.host_run ELSE x.host_run END,
+          renewed_at = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.renewed_at ELSE x.renewed_at END,
+          expires_at = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.expires_at ELSE x.expires_at END,
+          ttl_ms = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.ttl_ms ELSE x.ttl_ms END,
+          released_at = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.released_at ELSE x.released_at END,
+          released_by = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.released_by ELSE x.released_by END,
+          elsewhere = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.elsewhere ELSE false END;
+    n := n + 1;
+  END LOOP;
+  RETURN pg_catalog.format('%s worker ids imported from registry %s (exported %s)', n, old, exported);
+END
+$$;
+
+-- The registry imported from is no longer used by any server: worker ids still held there at
+-- the last import become ordinary expired leases here (a claimer waits out the lock-delay).
+-- Refused while the last import shows a lease there that was renewed within its lock-delay.
+CREATE OR REPLACE FUNCTION snowflake_registry.retire_predecessor()
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  c snowflake_registry.config;
+  live text;
+  n integer;
+BEGIN
+  SELECT * INTO c FROM snowflake_registry.config FOR UPDATE;
+  IF c.predecessor IS NULL THEN
+    RAISE EXCEPTION 'this registry took over from no other'
+      USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Nothing to retire.';
+  END IF;
+  SELECT pg_catalog.string_agg(pg_catalog.format('worker id %s (%s, renewed %s)', l.worker,
+           snowflake_registry.describe(l.system_identifier, l.host, l.port, l.data_directory), l.renewed_at), ', ' ORDER BY l.worker)
+    INTO live
+    FROM snowflake_registry.leases l
+   WHERE l.elsewhere AND l.expires_at > pg_catalog.now() - GREATEST(COALESCE(l.ttl_ms, 0), c.lock_delay_ms) * interval '1 millisecond';
+  IF live IS NOT NULL THEN
+    RAISE EXCEPTION 'the registry % may still have holders: %', c.predecessor, live
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'Move or stop those servers, export from the old registry and import here again, then retire it.';
+  END IF;
+  UPDATE snowflake_registry.leases SET elsewhere = false WHERE elsewhere;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  UPDATE snowflake_registry.config SET epoch = epoch + 1;
+  RETURN pg_catalog.format('registry %s retired; %s worker ids left there are free after the lock-delay', c.predecessor, n);
+END
+$$;
+
+-- The registry's limits: the lock-delay (also the longest lease a server may take) and the
+-- clock skew a claim accepts.
+CREATE OR REPLACE FUNCTION snowflake_registry.set_limits(p_lock_delay interval DEFAULT NULL, p_max_skew interval DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  c snowflake_registry.config;
+BEGIN
+  UPDATE snowflake_registry.config
+     SET lock_delay_ms = COALESCE((EXTRACT(epoch FROM p_lock_delay) * 1000)::integer, lock_delay_ms),
+         max_skew_ms = COALESCE((EXTRACT(epoch FROM p_max_skew) * 1000)::integer, max_skew_ms),
+         epoch = epoch + 1
+  RETURNING * INTO c;
+  RETURN pg_catalog.format('lock_delay %s ms, max_skew %s ms', c.lock_delay_ms, c.max_skew_ms);
+END
+$$;
+
+-- What a fleet's role needs, and nothing more.
+CREATE OR REPLACE FUNCTION snowflake_registry.grant_fleet(p_role regrole)
+RETURNS void
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA snowflake_registry TO %s', p_role);
+  EXECUTE pg_catalog.format('GRANT SELECT ON snowflake_registry.lease_list TO %s', p_role);
+  EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION
+      snowflake_registry.claim(text, text, integer, text, text, text, integer, integer, integer, boolean, integer, bigint, bigint, uuid, bigint),
+      snowflake_registry.confirm(text, text, integer, text, text, text, integer, integer, bigint, integer, bigint, uuid, bigint),
+      snowflake_registry.renew(text, text, integer, text, text, integer, integer, bigint, bigint, integer, bigint, uuid, bigint),
+      snowflake_registry.release(text, text, integer, text, text, integer, bigint, bigint, uuid, bigint),
+      snowflake_registry.identity()
+    TO %s', p_role);
+END
+$$;
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_registry FROM PUBLIC;

@@ -68,6 +68,8 @@ pub struct TableState {
     pub key: [u8; 16],
     /// Whether the token file records that table at that generation.
     pub token_file_ok: bool,
+    /// The registry record the table's header holds.
+    pub seen: snowflake_core::lease::Seen,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -93,4 +95,8 @@ pub struct Control {
     pub mailbox: crate::mailbox::Mailbox,
     /// The lease of a worker id from the registry (`lease.rs`).
     pub lease: crate::lease::Status,
+    /// The registry this server last leased from and the highest epoch it saw there: set by
+    /// the lease keeper from every answer, and by the writer from the marks table when it
+    /// loads it; the writer keeps it in the table's header (`TableState::seen`).
+    pub registry_seen: snowflake_core::lease::Seen,
 }

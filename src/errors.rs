@@ -178,8 +178,8 @@ pub fn not_leased(worker: u32) -> ! {
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("snowflake worker {worker} is not leased by this server"),
         Some(
-            "snowflake.worker_id is auto: worker ids are leased from the registry, and any other \
-             may be another server's."
+            "This server leases its worker id from the registry (snowflake.registry), and any \
+             other may be another server's."
                 .into(),
         ),
         "Call snowflake_nextval() without a worker, or SELECT worker_id FROM snowflake_worker_id() for the one leased here.",

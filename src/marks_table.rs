@@ -39,6 +39,7 @@
 use pgrx::pg_sys;
 use pgrx::spi::Spi;
 use snowflake_core::layout::Layout;
+use snowflake_core::lease::Seen;
 use snowflake_core::marks::{self, Row};
 use snowflake_core::startup::{Meta, FORMAT};
 use snowflake_core::token::Identity;
@@ -102,7 +103,9 @@ CREATE TABLE IF NOT EXISTS snowflake_ext_state.meta (
 );
 ALTER TABLE snowflake_ext_state.meta
   ADD COLUMN IF NOT EXISTS generation bigint NOT NULL DEFAULT 0,
-  ADD COLUMN IF NOT EXISTS digest bigint NOT NULL DEFAULT 0;
+  ADD COLUMN IF NOT EXISTS digest bigint NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS registry_id uuid,
+  ADD COLUMN IF NOT EXISTS registry_epoch bigint;
 CREATE TABLE IF NOT EXISTS snowflake_ext_state.marks (
   worker        integer PRIMARY KEY,
   mark          bigint NOT NULL,
@@ -258,7 +261,7 @@ fn tables_ready() -> Result<bool, String> {
         "SELECT pg_catalog.to_regclass('snowflake_ext_state.marks') IS NOT NULL
             AND EXISTS (SELECT FROM pg_catalog.pg_attribute a
                         WHERE a.attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('snowflake_ext_state.meta')
-                          AND a.attname OPERATOR(pg_catalog.=) 'digest' AND NOT a.attisdropped)",
+                          AND a.attname OPERATOR(pg_catalog.=) 'registry_epoch' AND NOT a.attisdropped)",
     )
     .map_err(|e| e.to_string())
     .map(|e| e.unwrap_or(false))
@@ -284,7 +287,9 @@ pub fn read_meta() -> Result<Option<Meta>, Refusal> {
             .select(
                 "SELECT format, layout, token,
                         (pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'generation')::pg_catalog.int8,
-                        (pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'digest')::pg_catalog.int8
+                        (pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'digest')::pg_catalog.int8,
+                        pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'registry_id',
+                        (pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'registry_epoch')::pg_catalog.int8
                  FROM ONLY snowflake_ext_state.meta m",
                 None,
                 &[],
@@ -299,18 +304,29 @@ pub fn read_meta() -> Result<Option<Meta>, Refusal> {
                 get(3)?,
                 get(4)?,
                 get(5)?,
+                row.get::<String>(6).map_err(|e| e.to_string())?,
+                get(7)?,
             ));
         }
         Ok::<_, String>(found)
     })?;
     match row {
-        Some((Some(format), Some(layout), Some(token), generation, digest)) => Ok(Some(Meta {
-            format,
-            layout,
-            identity: identity(token as u64)?,
-            generation: generation.unwrap_or(0) as u64,
-            digest: digest.map(|d| d as u64),
-        })),
+        Some((Some(format), Some(layout), Some(token), generation, digest, registry, epoch)) => {
+            Ok(Some(Meta {
+                format,
+                layout,
+                identity: identity(token as u64)?,
+                generation: generation.unwrap_or(0) as u64,
+                digest: digest.map(|d| d as u64),
+                seen: Seen {
+                    registry: registry
+                        .as_deref()
+                        .and_then(snowflake_core::lease::parse_uuid)
+                        .unwrap_or(0),
+                    epoch: epoch.unwrap_or(0) as u64,
+                },
+            }))
+        }
         _ => Err(Refusal::Failed(
             "the header row of snowflake_ext_state.meta is missing".into(),
         )),
@@ -494,13 +510,14 @@ pub fn write(layout: &Layout, rows: &[(u32, Row)]) -> Result<(), String> {
 }
 
 /// Records in the header that the table now holds `rows` (every row it has), at
-/// `generation`, sealed with `key`.
+/// `generation`, with the registry record `seen`, sealed with `key`.
 pub fn stamp(
     key: &[u8; 16],
     layout: &Layout,
     token: u64,
     generation: u64,
     rows: &[Row],
+    seen: Seen,
 ) -> Result<(), String> {
     let layout = layout.to_string();
     let header = marks::Header {
@@ -508,6 +525,7 @@ pub fn stamp(
         layout: &layout,
         token,
         generation,
+        seen,
     };
     let seal = marks::seal(
         key,
@@ -515,11 +533,16 @@ pub fn stamp(
         rows.iter().enumerate().map(|(w, r)| (w as u32, r)),
     );
     Spi::run_with_args(
-        "UPDATE ONLY snowflake_ext_state.meta SET format = $1, generation = $2, digest = $3",
+        "UPDATE ONLY snowflake_ext_state.meta SET format = $1, generation = $2, digest = $3,
+                registry_id = $4::pg_catalog.uuid, registry_epoch = $5",
         &[
             FORMAT.into(),
             (generation as i64).into(),
             (seal as i64).into(),
+            (seen.registry != 0)
+                .then(|| snowflake_core::lease::format_uuid(seen.registry))
+                .into(),
+            (seen.registry != 0).then_some(seen.epoch as i64).into(),
         ],
     )
     .map_err(|e| e.to_string())

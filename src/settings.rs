@@ -20,11 +20,27 @@ pub fn is_preloaded() -> bool {
     PRELOADED.load(Relaxed)
 }
 
-/// What `snowflake.worker_id` says, as the hot path reads it (`worker()`): a worker id, or
-/// one of these.
+/// The worker id `snowflake_nextval()` uses, as the hot path reads it (`worker()`): a worker
+/// id, or one of these. `AUTO`: the one leased from the registry, whether
+/// `snowflake.worker_id` is `auto` or a number while `snowflake.registry` is set (the server
+/// then leases that very worker id, and refuses while another server holds it).
 pub const UNSET: i32 = -1;
 pub const AUTO: i32 = -2;
 static WORKER: AtomicI32 = AtomicI32::new(UNSET);
+/// What `snowflake.worker_id` says (a worker id, `UNSET` or `AUTO`), and whether
+/// `snowflake.registry` is set: `WORKER` is made of both by the assign hooks.
+static WORKER_SETTING: AtomicI32 = AtomicI32::new(UNSET);
+static REGISTRY_SET: AtomicBool = AtomicBool::new(false);
+
+fn combine() {
+    let setting = WORKER_SETTING.load(Relaxed);
+    let effective = if setting >= 0 && REGISTRY_SET.load(Relaxed) {
+        AUTO
+    } else {
+        setting
+    };
+    WORKER.store(effective, Relaxed);
+}
 
 pub static WORKER_ID: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"-1"));
 pub static REGISTRY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -119,13 +135,14 @@ fn define_reloadable() {
             c"Connection string of the database that leases worker ids (with snowflake.worker_id = auto).",
             c"A libpq connection string, e.g. 'host=reg1,reg2 dbname=registry user=fleet \
               target_session_attrs=read-write'. The password comes from the passfile or a service \
-              file: one written here is refused, since PostgreSQL logs the setting's value. The registry's schema \
-              snowflake_registry is created by the first server that claims, or by sql/registry.sql.",
+              file: a password or any other secret written here is refused, since PostgreSQL logs \
+              the setting's value. The registry's schema is installed by sql/registry.sql. With a \
+              worker id set by hand in snowflake.worker_id, the server leases exactly that one.",
             &REGISTRY,
             GucContext::Sighup,
             GucFlags::SUPERUSER_ONLY,
             Some(check_registry),
-            None,
+            Some(assign_registry),
             None,
         );
         GucRegistry::define_string_guc_with_hooks(
@@ -158,10 +175,23 @@ fn define_reloadable() {
     // server drop that setting when both are installed.
 }
 
-/// What `snowflake.worker_id` says: a worker id, `UNSET` or `AUTO`. One load, for the hot path.
+/// The worker id `snowflake_nextval()` uses: a worker id, `UNSET` or `AUTO` (leased). One
+/// load, for the hot path.
 #[inline]
 pub fn worker() -> i32 {
     WORKER.load(Relaxed)
+}
+
+/// Whether the worker id comes from a lease of the registry.
+pub fn leasing() -> bool {
+    worker() == AUTO
+}
+
+/// The worker id `snowflake.worker_id` names by hand while `snowflake.registry` is set: the one
+/// worker id the server leases.
+pub fn pinned() -> Option<u32> {
+    let setting = WORKER_SETTING.load(Relaxed);
+    (setting >= 0 && REGISTRY_SET.load(Relaxed)).then_some(setting as u32)
 }
 
 /// Tells PostgreSQL why a value is refused (as `GUC_check_errdetail` does).
@@ -262,15 +292,30 @@ unsafe extern "C-unwind" fn assign_worker_id(
             .to_string_lossy()
             .into_owned()
     };
-    WORKER.store(
+    WORKER_SETTING.store(
         parse_worker_id(&text, max_worker()).unwrap_or(UNSET),
         Relaxed,
     );
+    combine();
 }
 
-/// `snowflake.registry` must not hold a password: the postmaster logs a setting's new value,
-/// as written, at every reload that changes it, and any superuser can read it. Refused, the
-/// value is not repeated in the message (PostgreSQL's own would quote it).
+// SAFETY: called only by PostgreSQL's GUC machinery as an assign hook, with the value it checked; it
+// dereferences nothing else.
+#[pg_guard]
+unsafe extern "C-unwind" fn assign_registry(
+    newval: *const std::ffi::c_char,
+    _extra: *mut std::ffi::c_void,
+) {
+    // SAFETY: the value PostgreSQL checked, NUL-terminated, or NULL.
+    let set = !newval.is_null() && !unsafe { CStr::from_ptr(newval) }.to_bytes().is_empty();
+    REGISTRY_SET.store(set, Relaxed);
+    combine();
+}
+
+/// `snowflake.registry` must not hold a password or any other secret
+/// (`snowflake_core::conninfo::SECRETS`): the postmaster logs a setting's new value, as
+/// written, at every reload that changes it, and any superuser can read it. Refused, the value
+/// is not repeated in the message (PostgreSQL's own would quote it).
 // SAFETY: called only by PostgreSQL's GUC machinery as a check hook, with `newval` pointing at the candidate value; it
 // dereferences nothing else.
 #[pg_guard]
@@ -284,25 +329,35 @@ unsafe extern "C-unwind" fn check_registry(
     if text.trim().is_empty() {
         return true;
     }
+    let secrets = snowflake_core::conninfo::secrets(&text);
     match snowflake_core::conninfo::parse(&text) {
-        Ok(pairs) if pairs.iter().any(|(key, _)| key == "password") => {
-            check_message("snowflake.registry holds a password");
+        Ok(_) if !secrets.is_empty() => {
+            let named = secrets.join(", ");
+            check_message(&if secrets == ["password"] {
+                "snowflake.registry holds a password".to_string()
+            } else {
+                format!("snowflake.registry holds a secret ({named})")
+            });
             check_detail(format!(
                 "PostgreSQL would write it to its log at each reload that changes the setting: \
                  {}.",
-                snowflake_core::conninfo::without_password(&text)
+                snowflake_core::conninfo::without_secrets(&text)
             ));
-            check_hint(
-                "Put the password in the passfile of the server's operating system user \
-                 (~/.pgpass, or passfile= in the connection string) or in a service file \
-                 (service= in the connection string)."
-                    .into(),
-            );
+            check_hint(format!(
+                "Keep {named} out of the setting: a password in the passfile of the server's \
+                 operating system user (~/.pgpass, or passfile= in the connection string), \
+                 anything else in a service file (service= in the connection string, with \
+                 PGSERVICEFILE or ~/.pg_service.conf), or use certificates (sslcert, sslkey)."
+            ));
             false
         }
         Ok(_) => true,
         Err(e) => {
-            if text.contains("password") || text.contains('@') {
+            if snowflake_core::conninfo::SECRETS
+                .iter()
+                .any(|key| text.contains(key))
+                || text.contains('@')
+            {
                 check_message(
                     "invalid value for parameter \"snowflake.registry\" (not shown: it may hold a password)",
                 );
@@ -349,7 +404,18 @@ unsafe extern "C-unwind" fn check_worker_range(
     }
 }
 
-/// The registry's connection string (empty: none). It holds no password (`check_registry`).
+/// The registry's connection string, as messages show it: its hosts and database.
+pub fn registry_shown() -> String {
+    let pairs = snowflake_core::conninfo::parse(&registry()).unwrap_or_default();
+    let get = |key: &str| pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+    match (get("host"), get("dbname")) {
+        (Some(host), Some(db)) => format!("{host}, database {db}"),
+        (Some(host), None) => host,
+        _ => "snowflake.registry".to_string(),
+    }
+}
+
+/// The registry's connection string (empty: none). It holds no secret (`check_registry`).
 pub fn registry() -> String {
     REGISTRY
         .get()

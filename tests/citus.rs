@@ -370,7 +370,7 @@ fn a_time_partitioned_distributed_table_is_pruned(c: &mut Client) {
 #[test]
 fn citus_nodes_with_leased_worker_ids_keep_every_id_through_shard_moves_and_a_rebalance() {
     let registry = registry("citus-registry");
-    let setting = registry_setting(&registry, "postgres");
+    let setting = registry_setting(&registry, "fleet");
     let cluster = citus("citus-leased", |_| {
         vec![
             "snowflake.worker_id=auto".to_string(),

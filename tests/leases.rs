@@ -17,7 +17,7 @@ use std::collections::HashSet;
 /// A server that leases its worker id from `registry`, with the extension created; `extra`
 /// settings added (a TTL, a range).
 fn server(name: &str, registry: &Cluster, extra: &[&str]) -> Cluster {
-    let reg = registry_setting(registry, "postgres");
+    let reg = registry_setting(registry, "fleet");
     let mut settings = vec![
         "snowflake.worker_id=auto",
         reg.as_str(),
@@ -265,7 +265,7 @@ fn an_expired_worker_id_goes_to_a_new_server_only_above_its_old_holders_ids() {
     old.kill_postmaster();
     // A new server whose clock is an hour behind, with the same range: it waits for the lease
     // to expire, then continues above every id of the old holder.
-    let reg = registry_setting(&registry, "postgres");
+    let reg = registry_setting(&registry, "fleet");
     let mut new = Cluster::new(
         "lease-new",
         &[
@@ -409,9 +409,9 @@ fn no_free_worker_id_bad_settings_and_a_registry_role_without_rights_are_errors(
     // A registry role without rights: refused by the registry, said, and fine once granted.
     registry
         .connect()
-        .batch_execute("CREATE ROLE fleet LOGIN")
+        .batch_execute("CREATE ROLE nobody LOGIN")
         .unwrap();
-    let reg = registry_setting(&registry, "fleet");
+    let reg = registry_setting(&registry, "nobody");
     let cluster = Cluster::new(
         "lease-norights",
         &["snowflake.worker_id=auto", reg.as_str()],
@@ -428,14 +428,35 @@ fn no_free_worker_id_bad_settings_and_a_registry_role_without_rights_are_errors(
     let e = error_of(&mut c, "SELECT snowflake_nextval()");
     assert_eq!(e.code, "55000", "{e:?}");
     assert!(e.message.contains("permission denied"), "{e:?}");
-    // The least grant: the schema exists (created by the first server), and the role may use
-    // its tables.
+    // A role that could write the registry's tables itself (as registry format 1 asked the
+    // fleet's role to) is refused: anyone with its password could hand out live worker ids.
     registry
         .connect()
         .batch_execute(
-            "GRANT USAGE ON SCHEMA snowflake_registry TO fleet;
-             GRANT SELECT, INSERT, UPDATE ON snowflake_registry.leases, snowflake_registry.superseded TO fleet;",
+            "SELECT snowflake_registry.grant_fleet('nobody');
+             GRANT UPDATE ON snowflake_registry.leases TO nobody;",
         )
+        .unwrap();
+    wait_until(
+        "the registry's refusal of a role that may write",
+        PATIENCE,
+        || {
+            c.query_one("SELECT registry FROM snowflake_status()", &[])
+                .unwrap()
+                .get::<_, Option<String>>(0)
+                .is_some_and(|r| {
+                    r.starts_with("refused")
+                        && r.contains("may write the registry's tables directly")
+                })
+        },
+    );
+    let e = error_of(&mut c, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(e.message.contains("nobody may write"), "{e:?}");
+    // The least grant (grant_fleet alone): fine.
+    registry
+        .connect()
+        .batch_execute("REVOKE UPDATE ON snowflake_registry.leases FROM nobody")
         .unwrap();
     let w = leased(&cluster);
     assert!(!held.contains(&w));
@@ -451,17 +472,10 @@ fn a_registry_behind_a_multi_host_string_is_followed_to_its_new_primary_and_its_
     // A registry with a streaming standby; the fleet's role logs in with a password, and has
     // the least grant on a schema made by the documented script.
     let registry1 = registry("lease-registry-ha-1");
-    {
-        let mut c = registry1.connect();
-        c.batch_execute(include_str!("../sql/registry.sql"))
-            .unwrap();
-        c.batch_execute(&format!(
-            "CREATE ROLE fleet LOGIN PASSWORD '{SECRET}';
-             GRANT USAGE ON SCHEMA snowflake_registry TO fleet;
-             GRANT SELECT, INSERT, UPDATE ON snowflake_registry.leases, snowflake_registry.superseded TO fleet;"
-        ))
+    registry1
+        .connect()
+        .batch_execute(&format!("ALTER ROLE fleet PASSWORD '{SECRET}'"))
         .unwrap();
-    }
     let hba = registry1.dir.join("pg_hba.conf");
     let rules = std::fs::read_to_string(&hba).unwrap();
     std::fs::write(

@@ -82,6 +82,33 @@ pub fn parse(text: &str) -> Result<Vec<(String, String)>, String> {
     Ok(pairs)
 }
 
+/// The keywords whose value is a secret: a password, or what stands for one (the passphrase
+/// of a client key, an OAuth client's secret, SCRAM keys derived from a password). None may be
+/// written into a setting, which PostgreSQL logs at each reload that changes it.
+pub const SECRETS: &[&str] = &[
+    "password",
+    "sslpassword",
+    "oauth_client_secret",
+    "scram_client_key",
+    "scram_server_key",
+];
+
+/// Whether `key`'s value is a secret.
+pub fn is_secret(key: &str) -> bool {
+    SECRETS.contains(&key)
+}
+
+/// The secret keywords `text` holds, in order, each once (none if it does not parse).
+pub fn secrets(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for (key, _) in parse(text).unwrap_or_default() {
+        if is_secret(&key) && !found.contains(&key) {
+            found.push(key);
+        }
+    }
+    found
+}
+
 /// `keyword = value ...`.
 fn pairs(text: &str) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
@@ -150,8 +177,9 @@ fn uri(rest: &str) -> Result<Vec<(String, String)>, String> {
     Ok(out)
 }
 
-/// The connection string as it may be shown: with any password replaced by `********`.
-pub fn without_password(text: &str) -> String {
+/// The connection string as it may be shown: with every secret (`SECRETS`) replaced by
+/// `********`.
+pub fn without_secrets(text: &str) -> String {
     let trimmed = text.trim();
     if let Some(scheme) = ["postgresql://", "postgres://"]
         .into_iter()
@@ -174,21 +202,25 @@ pub fn without_password(text: &str) -> String {
         };
         let tail = tail
             .split('&')
-            .map(|p| match p.split_once("password=") {
-                Some((before, _)) if before.is_empty() || before.ends_with('?') => {
-                    format!("{before}password=********")
+            .map(|p| {
+                let (lead, param) = match p.split_once('?') {
+                    Some((path, param)) => (format!("{path}?"), param),
+                    None => (String::new(), p),
+                };
+                match param.split_once('=') {
+                    Some((key, _)) if is_secret(key) => format!("{lead}{key}=********"),
+                    _ => p.to_string(),
                 }
-                _ => p.to_string(),
             })
             .collect::<Vec<_>>()
             .join("&");
         return format!("{scheme}{authority}{tail}");
     }
     match parse(text) {
-        Ok(pairs) if pairs.iter().any(|(k, _)| k == "password") => pairs
+        Ok(pairs) if pairs.iter().any(|(k, _)| is_secret(k)) => pairs
             .iter()
             .map(|(k, v)| {
-                if k == "password" {
+                if is_secret(k) {
                     format!("{k}=********")
                 } else if v.is_empty() || v.contains(char::is_whitespace) || v.contains('\'') {
                     format!("{k}='{}'", v.replace('\\', "\\\\").replace('\'', "\\'"))
@@ -244,20 +276,38 @@ mod tests {
     }
 
     #[test]
+    fn no_secret_is_ever_shown() {
+        assert_eq!(
+            without_secrets("host=reg sslpassword=k3y oauth_client_secret=x scram_client_key=y"),
+            "host=reg sslpassword=******** oauth_client_secret=******** scram_client_key=********"
+        );
+        assert_eq!(
+            without_secrets("postgresql://reg/r?sslmode=require&sslpassword=k3y"),
+            "postgresql://reg/r?sslmode=require&sslpassword=********"
+        );
+        assert_eq!(
+            secrets("host=reg password=a sslpassword=b password=c"),
+            ["password", "sslpassword"]
+        );
+        assert!(secrets("postgresql://u:p@reg/r").contains(&"password".to_string()));
+        assert!(secrets("host=reg dbname=r passfile=/x").is_empty());
+    }
+
+    #[test]
     fn a_password_is_never_shown() {
-        let shown = without_password("host=reg user=fleet password='s3 cret' dbname=r");
+        let shown = without_secrets("host=reg user=fleet password='s3 cret' dbname=r");
         assert_eq!(shown, "host=reg user=fleet password=******** dbname=r");
         assert_eq!(
-            without_password("postgresql://fleet:s3cret@reg/r?sslmode=require"),
+            without_secrets("postgresql://fleet:s3cret@reg/r?sslmode=require"),
             "postgresql://fleet:********@reg/r?sslmode=require"
         );
         assert_eq!(
-            without_password("postgresql://reg/r?password=s3cret&sslmode=require"),
+            without_secrets("postgresql://reg/r?password=s3cret&sslmode=require"),
             "postgresql://reg/r?password=********&sslmode=require"
         );
-        assert_eq!(without_password("host=reg dbname=r"), "host=reg dbname=r");
+        assert_eq!(without_secrets("host=reg dbname=r"), "host=reg dbname=r");
         assert_eq!(
-            without_password("host=x bogus=password"),
+            without_secrets("host=x bogus=password"),
             "(not a connection string)"
         );
     }

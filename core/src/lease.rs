@@ -1,23 +1,31 @@
-//! Worker ids leased from a registry (`snowflake.worker_id = 'auto'`): the rules a holder
-//! follows, pure. The registry (a table in a PostgreSQL database the fleet shares, see the
-//! glue's `registry.rs`) hands each server a worker id of its range for a time, the TTL; the
-//! server renews it every third of that, and the registry keeps, with each lease, the highest
-//! id its holder may have issued (its *cap*). Three rules make a shared worker id impossible:
+//! Worker ids leased from a registry (`snowflake.worker_id = 'auto'`, or a number with
+//! `snowflake.registry` set): the rules a holder follows, pure. The registry (a schema in a
+//! PostgreSQL database the fleet shares, `sql/registry.sql`) runs the protocol in functions of
+//! its own; this is the holder's half. The literature is the guide: a lease is only as safe as
+//! the wait before the next holder acts (Chubby's lock-delay) and what stops the old one
+//! (Kleppmann's fencing tokens; here, the cap).
 //!
 //! * **A holder stops before the registry could let the lease go.** The registry counts the
 //!   TTL from when it handled a request; the holder counts it from when it *sent* the request,
-//!   on its boot clock, which nobody steps, and stops `margin` before the end, in case the two
-//!   clocks do not run at quite the same rate. So whenever the registry gives the id to
-//!   another server, the previous holder has stopped (`Timing`).
+//!   on its boot clock, which nobody steps, and stops `margin` before the end ([`Timing`]).
 //! * **A holder never issues past its cap**, which the registry records before the holder may
 //!   use it: the mark writer raises no mark above it. The cap reaches past anything the holder
-//!   can issue before its lease ends (`cap`), and is raised at each renewal.
-//! * **A new holder starts above the last holder's cap**, whatever its clock says: its worker
-//!   restarts from there, as after `snowflake_restore_mark`.
-//!
-//! So two servers that held the same worker id one after the other never issue the same id,
-//! and even two that held it at once (a server whose identity was copied with its data
-//! directory, on a machine of the same name) issue ids in disjoint ranges.
+//!   can issue before its lease ends ([`cap`]), and is raised at each renewal.
+//! * **A worker id changes hands only when its last holder has provably stopped.** At once
+//!   only when it gave the id back itself with its final mark, never held it, or was an
+//!   earlier start of the claimer on the same machine run. Otherwise the registry answers
+//!   *wait*: the claimer waits, on its own boot clock, from the moment the registry answered
+//!   (after the old holder's last renewal was handled), at least the longest lease the old
+//!   holder could still be counting, plus the room its ids may have run ahead of the
+//!   registry's clock ([`takeover_wait_ms`]); then it confirms, which fails if the old holder
+//!   renewed meanwhile. The registry's word alone (expired, released by hand, superseded,
+//!   restored) never lets a server mint at once.
+//! * **A new holder starts above its predecessors' ids**: above the last cap the registry
+//!   recorded, above the time the registry says no predecessor's ids can reach (after a
+//!   recovery), and above its own clock, which the registry checked at the claim.
+//! * **A registry that went back in time is refused**: every answer carries the registry's
+//!   epoch, which every change bumps; each server keeps the highest it has seen, with its
+//!   marks, and a registry behind it freezes until an administrator recovers it.
 
 use crate::layout::Layout;
 
@@ -83,6 +91,153 @@ impl std::fmt::Display for WorkerRange {
 /// The shortest TTL: a lease must outlive a renewal's round trip, a little clock drift and a
 /// session's clock check (see [`Timing::margin_ms`]).
 pub const MIN_TTL_MS: u64 = 5_000;
+
+/// How far a holder's ids may run ahead of the clock beyond its lease: its marks reach
+/// [`MARK_AHEAD_MS`](crate::generator::MARK_AHEAD_MS) ahead, and [`cap`] leaves room for twice
+/// that.
+pub const REACH_MS: u64 = 2 * crate::generator::MARK_AHEAD_MS;
+
+/// How long a claimer waits, on its boot clock from when the registry answered *wait*, before
+/// it confirms: `wait_ms` (the registry's lock-delay for that worker id: the longer of the old
+/// holder's TTL and the registry's `lock_delay`), during which any old holder stopped on its own
+/// clock; then twice the clock skew the registry accepts and the reach of the old holder's
+/// marks, so that the claimer's first ids, taken from its clock, are above every id the old
+/// holder may have issued from its clock even if the registry lost the cap it had recorded.
+pub fn takeover_wait_ms(wait_ms: u64, max_skew_ms: u64) -> u64 {
+    wait_ms
+        .saturating_add(max_skew_ms.saturating_mul(2))
+        .saturating_add(REACH_MS)
+}
+
+/// What a registry answered (its `answer.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The worker id is the caller's: record a cap (a renewal), then use it.
+    Granted,
+    /// Wait out the lock-delay, then confirm.
+    Wait,
+    Renewed,
+    Released,
+    /// The lease is no longer the caller's (released by hand, taken, superseded).
+    Lost,
+    /// Another start of the caller's own identity holds it: a copy of the server runs. Stop,
+    /// and do not claim again: a copy must never take turns with its original.
+    Duplicate,
+    /// No worker id of the range is free.
+    Exhausted,
+    /// The pinned worker id (`snowflake.worker_id` set by hand) is held by another server.
+    Held,
+    /// A standby promoted after the caller replaced it.
+    Superseded,
+    /// The registry refuses everything until an administrator recovers it.
+    Frozen,
+    /// The registry went back in time (the caller had seen a later epoch): it froze.
+    Behind,
+    /// The caller last leased from another registry, whose leases this one does not carry.
+    Foreign,
+    /// The registry's leases were exported to a successor: it grants no new lease.
+    Moved,
+    /// The caller's clock is too far from the registry's.
+    Skew,
+    /// The caller's TTL is longer than the registry's lock-delay.
+    Ttl,
+    /// The caller's registry role may write the registry's tables directly.
+    UnsafeRole,
+    /// The registry's identity (its id, epoch and limits).
+    Identity,
+}
+
+impl Outcome {
+    /// The registry's word for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Granted => "granted",
+            Outcome::Wait => "wait",
+            Outcome::Renewed => "renewed",
+            Outcome::Released => "released",
+            Outcome::Lost => "lost",
+            Outcome::Duplicate => "duplicate",
+            Outcome::Exhausted => "exhausted",
+            Outcome::Held => "held",
+            Outcome::Superseded => "superseded",
+            Outcome::Frozen => "frozen",
+            Outcome::Behind => "behind",
+            Outcome::Foreign => "foreign",
+            Outcome::Moved => "moved",
+            Outcome::Skew => "skew",
+            Outcome::Ttl => "ttl",
+            Outcome::UnsafeRole => "unsafe_role",
+            Outcome::Identity => "identity",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Outcome> {
+        Some(match text {
+            "granted" => Outcome::Granted,
+            "wait" => Outcome::Wait,
+            "renewed" => Outcome::Renewed,
+            "released" => Outcome::Released,
+            "lost" => Outcome::Lost,
+            "duplicate" => Outcome::Duplicate,
+            "exhausted" => Outcome::Exhausted,
+            "held" => Outcome::Held,
+            "superseded" => Outcome::Superseded,
+            "frozen" => Outcome::Frozen,
+            "behind" => Outcome::Behind,
+            "foreign" => Outcome::Foreign,
+            "moved" => Outcome::Moved,
+            "skew" => Outcome::Skew,
+            "ttl" => Outcome::Ttl,
+            "unsafe_role" => Outcome::UnsafeRole,
+            "identity" => Outcome::Identity,
+            _ => return None,
+        })
+    }
+}
+
+/// The registry a server last leased from, and the highest epoch it has seen there: kept with
+/// the marks, so that a restart (or a promoted standby, or a restored backup) still tells a
+/// registry that went back in time, and a registry that is not the one it leased from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Seen {
+    /// The registry's id (a UUID, as 128 bits), 0 while none.
+    pub registry: u128,
+    pub epoch: u64,
+}
+
+impl Seen {
+    /// After an answer of `registry` at `epoch`: the epoch only ever goes up for one registry;
+    /// another registry (one that accepted this server) starts its own count.
+    pub fn after(self, registry: u128, epoch: u64) -> Seen {
+        if registry == self.registry {
+            Seen {
+                registry,
+                epoch: self.epoch.max(epoch),
+            }
+        } else {
+            Seen { registry, epoch }
+        }
+    }
+}
+
+/// A UUID's text form as 128 bits.
+pub fn parse_uuid(text: &str) -> Option<u128> {
+    let hex: String = text.chars().filter(|c| *c != '-').collect();
+    (hex.len() == 32).then(|| u128::from_str_radix(&hex, 16).ok())?
+}
+
+/// 128 bits in a UUID's text form.
+pub fn format_uuid(id: u128) -> String {
+    let h = format!("{id:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
 
 /// How a lease is timed, in milliseconds of the holder's boot clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,6 +358,68 @@ mod tests {
         let short = Timing { ttl_ms: MIN_TTL_MS };
         assert!(short.usable_until(0) > short.renew_at(0));
         assert!(short.usable_until(0) < MIN_TTL_MS);
+    }
+
+    #[test]
+    fn a_takeover_waits_the_lock_delay_the_skew_twice_and_the_reach() {
+        assert_eq!(takeover_wait_ms(30_000, 1_000), 30_000 + 2_000 + 4_000);
+        assert_eq!(takeover_wait_ms(u64::MAX, 1), u64::MAX);
+    }
+
+    #[test]
+    fn every_outcome_the_registry_answers_is_known() {
+        for text in [
+            "granted",
+            "wait",
+            "renewed",
+            "released",
+            "lost",
+            "duplicate",
+            "exhausted",
+            "held",
+            "superseded",
+            "frozen",
+            "behind",
+            "foreign",
+            "moved",
+            "skew",
+            "ttl",
+            "unsafe_role",
+            "identity",
+        ] {
+            assert_eq!(Outcome::parse(text).map(Outcome::name), Some(text));
+            assert!(
+                include_str!("../../sql/registry.sql").contains(&format!("'{text}'")),
+                "the registry never answers {text}"
+            );
+        }
+        assert_eq!(Outcome::parse("maybe"), None);
+    }
+
+    #[test]
+    fn the_epoch_seen_only_goes_up_for_one_registry() {
+        let seen = Seen {
+            registry: 7,
+            epoch: 10,
+        };
+        assert_eq!(seen.after(7, 12).epoch, 12);
+        assert_eq!(seen.after(7, 3).epoch, 10);
+        assert_eq!(
+            seen.after(8, 3),
+            Seen {
+                registry: 8,
+                epoch: 3
+            }
+        );
+    }
+
+    #[test]
+    fn uuids_round_trip() {
+        let text = "f8909ee7-7676-49fb-9067-2e47e8710522";
+        let id = parse_uuid(text).unwrap();
+        assert_eq!(format_uuid(id), text);
+        assert_eq!(parse_uuid("nope"), None);
+        assert_eq!(parse_uuid("f8909ee7-7676-49fb-9067-2e47e871052z"), None);
     }
 
     #[test]

@@ -34,6 +34,9 @@ pub struct Header<'a> {
     pub layout: &'a str,
     pub token: u64,
     pub generation: u64,
+    /// The registry the server last leased from and the highest epoch it saw there (sealed
+    /// from format 3 on).
+    pub seen: crate::lease::Seen,
 }
 
 /// The seal of a marks table: SipHash-2-4, under the key only the data directory holds, of
@@ -52,6 +55,10 @@ pub fn seal<'a>(
     bytes.extend_from_slice(header.layout.as_bytes());
     bytes.extend_from_slice(&header.token.to_le_bytes());
     bytes.extend_from_slice(&header.generation.to_le_bytes());
+    if header.format >= 3 {
+        bytes.extend_from_slice(&header.seen.registry.to_le_bytes());
+        bytes.extend_from_slice(&header.seen.epoch.to_le_bytes());
+    }
     for (worker, row) in rows {
         if *row == Row::default() {
             continue;
@@ -613,10 +620,14 @@ mod tests {
         };
         let key = [9u8; 16];
         let header = Header {
-            format: 2,
+            format: 3,
             layout: "snowflake",
             token: 42,
             generation: 7,
+            seen: crate::lease::Seen {
+                registry: 5,
+                epoch: 9,
+            },
         };
         let table = [(1, row(100)), (2, row(200))];
         let sealed =
@@ -680,6 +691,34 @@ mod tests {
         assert_ne!(
             s,
             seal(&[8u8; 16], &header, table.iter().map(|(w, r)| (*w, r)))
+        );
+        // The registry seen is sealed too (a lowered epoch would hide a registry that went
+        // back in time), from format 3 on; format 2 tables are sealed as before.
+        for seen in [
+            crate::lease::Seen {
+                registry: 5,
+                epoch: 8,
+            },
+            crate::lease::Seen {
+                registry: 6,
+                epoch: 9,
+            },
+        ] {
+            assert_ne!(s, sealed(&Header { seen, ..header }, &table));
+        }
+        let two = Header {
+            format: 2,
+            ..header
+        };
+        assert_eq!(
+            sealed(&two, &table),
+            sealed(
+                &Header {
+                    seen: Default::default(),
+                    ..two
+                },
+                &table
+            )
         );
     }
 }

@@ -31,8 +31,9 @@ use crate::layout::Layout;
 use crate::token;
 
 /// The version of the marks table's format this code writes and reads. Format 1 (0.2.0) had
-/// no generation and no digest in its header; it is read, and written as format 2.
-pub const FORMAT: i32 = 2;
+/// no generation and no digest in its header, format 2 (0.3.0) no record of the registry the
+/// server leases from; both are read, and written as format 3.
+pub const FORMAT: i32 = 3;
 
 /// The marks table's one header row, and where the table is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +46,9 @@ pub struct Meta {
     pub generation: u64,
     /// `marks::seal` of the header and the rows the writer last wrote (`None` in format 1).
     pub digest: Option<u64>,
+    /// The registry this server last leased from, and the highest epoch it saw there (none
+    /// before format 3).
+    pub seen: crate::lease::Seen,
 }
 
 impl Meta {
@@ -55,6 +59,7 @@ impl Meta {
             layout: &self.layout,
             token: self.identity.token,
             generation: self.generation,
+            seen: self.seen,
         }
     }
 }
@@ -244,6 +249,7 @@ mod tests {
             identity: id(token),
             generation: 10,
             digest: None,
+            seen: Default::default(),
         })
     }
 

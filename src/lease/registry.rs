@@ -1,15 +1,11 @@
-//! What the lease keeper asks the registry, as SQL (the schema: `sql/registry.sql`). Every
-//! statement is one transaction of its own, in a session whose `search_path` is
-//! `pg_catalog, pg_temp`, with every other name schema-qualified; each is
-//! written so that two servers asking at once cannot both get a worker id (`FOR UPDATE SKIP
-//! LOCKED`, and every change conditional on the fence the holder last saw).
+//! What the lease keeper asks the registry: one call of a function of the registry's schema
+//! (`sql/registry.sql`, where the protocol runs) per exchange, each its own transaction, in a
+//! session whose `search_path` is `pg_catalog, pg_temp`. The registry answers every call with
+//! one row of `snowflake_registry.answer`.
 
 use super::libpq::{Connection, Failure};
-use snowflake_core::lease::WorkerRange;
+use snowflake_core::lease::{parse_uuid, Outcome, Seen, WorkerRange};
 use std::time::Instant;
-
-/// The registry's schema, created by the first server that finds it missing.
-const SCHEMA: &str = include_str!("../../sql/registry.sql");
 
 /// Who holds a lease: a server, by what tells it apart from a copy running elsewhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,8 +16,13 @@ pub struct Holder {
     pub data_directory: String,
     /// The server's timeline: higher on a standby promoted after it.
     pub timeline: i32,
-    /// Drawn at each start of the postmaster.
+    /// Drawn each time the server's shared memory is made (each start of the postmaster).
     pub boot: String,
+    /// The machine run the postmaster started on: its kernel's boot id and its mount, network
+    /// and IPC namespaces. Within one, PostgreSQL refuses to start a server while any process
+    /// of an earlier start of it is attached to its shared memory: an earlier start of this
+    /// server on the same machine run has stopped for good.
+    pub host_run: String,
 }
 
 impl Holder {
@@ -43,30 +44,24 @@ impl Holder {
     }
 }
 
-/// A worker id the registry granted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Granted {
-    pub worker: u32,
-    pub fence: i64,
-    /// The last holder's mark (an id of this worker): the new holder starts above it.
-    pub last_mark: Option<i64>,
-}
-
+/// A registry's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claimed {
-    Granted(Granted),
-    /// Every worker id of the range is held by another server.
-    Exhausted,
-    /// This server was replaced by a standby promoted after it (`successor`); it held
-    /// `worker`.
-    Superseded {
-        worker: i32,
-        successor: String,
-    },
+pub struct Answer {
+    pub outcome: Outcome,
+    pub worker: Option<u32>,
+    pub fence: Option<i64>,
+    /// The last holder's cap (an id of the worker): a new holder starts above it.
+    pub last_mark: Option<i64>,
+    pub token: Option<i64>,
+    pub wait_ms: Option<u64>,
+    pub epoch: u64,
+    pub registry: u128,
+    pub lock_delay_ms: u64,
+    pub max_skew_ms: u64,
+    /// No new holder starts below this time (Unix ms).
+    pub min_start_ms: Option<i64>,
+    pub reason: String,
 }
-
-/// A statement's rows, by `deadline`.
-type Rows = Vec<Vec<Option<String>>>;
 
 pub struct Registry<'a> {
     pub conn: &'a mut Connection,
@@ -74,157 +69,148 @@ pub struct Registry<'a> {
     pub should_stop: &'a dyn Fn() -> bool,
 }
 
-fn undefined(f: &Failure) -> bool {
-    matches!(f, Failure::Error { sqlstate: Some(code), .. } if code == "42P01" || code == "3F000")
+/// What the caller sends with every call: the registry it last leased from and the highest
+/// epoch it saw there.
+fn seen_params(seen: Seen) -> [Option<String>; 2] {
+    if seen.registry == 0 {
+        [None, None]
+    } else {
+        [
+            Some(snowflake_core::lease::format_uuid(seen.registry)),
+            Some(seen.epoch.to_string()),
+        ]
+    }
 }
 
 impl Registry<'_> {
-    fn run(&mut self, sql: &str, params: &[Option<String>]) -> Result<Rows, Failure> {
-        self.conn
-            .query(sql, params, self.deadline, self.should_stop)
+    /// Calls `function` with `params` (all sent as text, cast by the call) and reads its answer.
+    fn call(
+        &mut self,
+        function: &str,
+        casts: &[&str],
+        params: &[Option<String>],
+    ) -> Result<Answer, Failure> {
+        let args: Vec<String> = casts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| format!("${}::pg_catalog.{t}", i + 1))
+            .collect();
+        let sql = format!(
+            "SELECT a.outcome, a.worker::pg_catalog.text, a.fence::pg_catalog.text,
+                    a.last_mark::pg_catalog.text, a.token::pg_catalog.text,
+                    a.wait_ms::pg_catalog.text, a.epoch::pg_catalog.text,
+                    a.registry_id::pg_catalog.text, a.lock_delay_ms::pg_catalog.text,
+                    a.max_skew_ms::pg_catalog.text, a.min_start_ms::pg_catalog.text, a.reason
+               FROM snowflake_registry.{function}({}) a",
+            args.join(", ")
+        );
+        let rows = self
+            .conn
+            .query(&sql, params, self.deadline, self.should_stop)?;
+        let row = rows.first().ok_or_else(|| Failure::Error {
+            message: format!("snowflake_registry.{function} answered nothing"),
+            sqlstate: None,
+        })?;
+        let text = |i: usize| row.get(i).cloned().flatten();
+        let number = |i: usize| text(i).and_then(|v| v.parse::<i64>().ok());
+        let outcome = text(0).unwrap_or_default();
+        Ok(Answer {
+            outcome: Outcome::parse(&outcome).ok_or_else(|| Failure::Error {
+                message: format!(
+                    "snowflake_registry.{function} answered \"{outcome}\", which this version of \
+                     snowflake_ext does not know"
+                ),
+                sqlstate: None,
+            })?,
+            worker: number(1).and_then(|w| u32::try_from(w).ok()),
+            fence: number(2),
+            last_mark: number(3),
+            token: number(4),
+            wait_ms: number(5).map(|w| w.max(0) as u64),
+            epoch: number(6).unwrap_or(0).max(0) as u64,
+            registry: text(7).as_deref().and_then(parse_uuid).unwrap_or(0),
+            lock_delay_ms: number(8).unwrap_or(0).max(0) as u64,
+            max_skew_ms: number(9).unwrap_or(0).max(0) as u64,
+            min_start_ms: number(10),
+            reason: text(11).unwrap_or_default(),
+        })
     }
 
-    /// Runs `sql`, creating the registry's schema first if it is missing.
-    fn run_with_schema(&mut self, sql: &str, params: &[Option<String>]) -> Result<Rows, Failure> {
-        match self.run(sql, params) {
-            Err(f) if undefined(&f) => {
-                self.create_schema()?;
-                self.run(sql, params)
-            }
-            other => other,
-        }
+    /// The registry's id, epoch and limits.
+    pub fn identity(&mut self) -> Result<Answer, Failure> {
+        self.call("identity", &[], &[])
     }
 
-    /// Creates the registry's schema (what `sql/registry.sql` does), statement by statement.
-    pub fn create_schema(&mut self) -> Result<(), Failure> {
-        for statement in SCHEMA
-            .split(";\n")
-            .map(strip_comments)
-            .filter(|s| !s.is_empty())
-        {
-            self.run(&statement, &[])?;
-        }
-        Ok(())
-    }
-
-    /// Claims a worker id of `range` for `me`, for `ttl_ms`: its own (same server) at once if
-    /// it has one, else one never held, else the one released or expired longest ago. First
-    /// releases the leases of servers of the same system that this one replaced (a standby
-    /// promoted after them, which no longer renew).
+    /// Claims a worker id of `range` (`pinned`: exactly `range.first`) for `me`.
+    #[allow(clippy::too_many_arguments)]
     pub fn claim(
         &mut self,
         me: &Holder,
         range: WorkerRange,
+        pinned: bool,
         ttl_ms: u64,
-    ) -> Result<Claimed, Failure> {
-        let key = me.key();
-        let mut params: Vec<Option<String>> = key.to_vec();
-        params.push(Some(me.timeline.to_string()));
-        let refused = self.run_with_schema(
-            "SELECT s.worker::pg_catalog.text, s.successor FROM snowflake_registry.superseded s
-              WHERE (s.system_identifier, s.host, s.port, s.data_directory)
-                    = ($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int4, $4::pg_catalog.text)
-                AND s.timeline >= $5::pg_catalog.int4",
+        clock_ms: i64,
+        fence: Option<i64>,
+        seen: Seen,
+    ) -> Result<Answer, Failure> {
+        let mut params: Vec<Option<String>> = me.key().to_vec();
+        params.extend([
+            Some(me.boot.clone()),
+            Some(me.host_run.clone()),
+            Some(me.timeline.to_string()),
+            Some(range.first.to_string()),
+            Some(range.last.to_string()),
+            Some(pinned.to_string()),
+            Some(ttl_ms.to_string()),
+            Some(clock_ms.to_string()),
+            fence.map(|f| f.to_string()),
+        ]);
+        params.extend(seen_params(seen));
+        self.call(
+            "claim",
+            &[
+                "text", "text", "int4", "text", "text", "text", "int4", "int4", "int4", "bool",
+                "int4", "int8", "int8", "uuid", "int8",
+            ],
             &params,
-        )?;
-        if let Some(row) = refused.first() {
-            return Ok(Claimed::Superseded {
-                worker: row[0].as_deref().and_then(|w| w.parse().ok()).unwrap_or(-1),
-                successor: row[1].clone().unwrap_or_default(),
-            });
-        }
-        self.supersede_predecessors(me, ttl_ms)?;
-        self.run(
-            "INSERT INTO snowflake_registry.leases (worker)
-             SELECT g FROM pg_catalog.generate_series($1::pg_catalog.int4, $2::pg_catalog.int4) g
-             ON CONFLICT (worker) DO NOTHING",
-            &[Some(range.first.to_string()), Some(range.last.to_string())],
-        )?;
-        let mut params = vec![Some(range.first.to_string()), Some(range.last.to_string())];
-        params.extend(key);
-        params.push(Some(me.timeline.to_string()));
-        params.push(Some(me.boot.clone()));
-        params.push(Some(ttl_ms.to_string()));
-        let rows = self.run(
-            "WITH pick AS (
-               SELECT l.worker, l.last_mark,
-                      (l.system_identifier, l.host, l.port, l.data_directory) IS NOT DISTINCT FROM
-                        ($3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.int4, $6::pg_catalog.text) AS mine,
-                      l.released_at IS NULL AS held
-                 FROM snowflake_registry.leases l
-                WHERE l.worker >= $1::pg_catalog.int4
-                  AND l.worker <= $2::pg_catalog.int4
-                  AND ((l.system_identifier, l.host, l.port, l.data_directory) IS NOT DISTINCT FROM
-                         ($3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.int4, $6::pg_catalog.text)
-                       OR l.system_identifier IS NULL
-                       OR l.released_at IS NOT NULL
-                       OR l.expires_at < pg_catalog.now())
-                ORDER BY 3 DESC, (l.system_identifier IS NULL) DESC,
-                         COALESCE(l.released_at, l.expires_at), l.worker
-                LIMIT 1
-                FOR UPDATE OF l SKIP LOCKED)
-             UPDATE snowflake_registry.leases l
-                SET system_identifier = $3, host = $4, port = $5::pg_catalog.int4, data_directory = $6,
-                    timeline = $7::pg_catalog.int4, boot = $8,
-                    fence = l.fence + 1,
-                    since = CASE WHEN pick.mine AND pick.held THEN l.since ELSE pg_catalog.now() END,
-                    renewed_at = pg_catalog.now(),
-                    expires_at = pg_catalog.now() +
-                                 $9::pg_catalog.int8 * pg_catalog.interval '1 millisecond',
-                    released_at = NULL
-               FROM pick
-              WHERE l.worker = pick.worker
-             RETURNING l.worker::pg_catalog.text, l.fence::pg_catalog.text, pick.last_mark::pg_catalog.text",
-            &params,
-        )?;
-        let Some(row) = rows.first() else {
-            return Ok(Claimed::Exhausted);
-        };
-        let field = |i: usize| row.get(i).cloned().flatten();
-        Ok(Claimed::Granted(Granted {
-            worker: field(0).and_then(|w| w.parse().ok()).unwrap_or(u32::MAX),
-            fence: field(1).and_then(|f| f.parse().ok()).unwrap_or(0),
-            last_mark: field(2).and_then(|m| m.parse().ok()),
-        }))
+        )
     }
 
-    /// Releases the leases of servers of this system on an earlier timeline that no longer
-    /// renew them: this server is a standby promoted after them. They are recorded as
-    /// superseded, so that one brought back beside this one leases nothing.
-    pub fn supersede_predecessors(&mut self, me: &Holder, ttl_ms: u64) -> Result<(), Failure> {
+    /// Takes the worker id claimed with `token`, once the lock-delay has passed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn confirm(
+        &mut self,
+        me: &Holder,
+        worker: u32,
+        token: i64,
+        ttl_ms: u64,
+        clock_ms: i64,
+        seen: Seen,
+    ) -> Result<Answer, Failure> {
         let mut params: Vec<Option<String>> = me.key().to_vec();
-        params.push(Some(me.timeline.to_string()));
-        // Not renewed for a renewal period and a margin (snowflake_core::lease::Timing).
-        let grace = snowflake_core::lease::Timing { ttl_ms };
-        params.push(Some(
-            (grace.renew_every_ms() + grace.margin_ms()).to_string(),
-        ));
-        params.push(Some(me.describe()));
-        self.run(
-            "WITH gone AS (
-               UPDATE snowflake_registry.leases l SET released_at = pg_catalog.now()
-                WHERE l.system_identifier = $1::pg_catalog.text
-                  AND l.timeline < $5::pg_catalog.int4
-                  AND l.released_at IS NULL
-                  AND (l.host, l.port, l.data_directory) IS DISTINCT FROM
-                      ($2::pg_catalog.text, $3::pg_catalog.int4, $4::pg_catalog.text)
-                  AND l.renewed_at < pg_catalog.now() -
-                      $6::pg_catalog.int8 * pg_catalog.interval '1 millisecond'
-               RETURNING l.system_identifier, l.host, l.port, l.data_directory, l.timeline, l.worker)
-             INSERT INTO snowflake_registry.superseded
-                    (system_identifier, host, port, data_directory, timeline, worker, successor)
-             SELECT system_identifier, host, port, data_directory, timeline, worker, $7 FROM gone
-             ON CONFLICT (system_identifier, host, port, data_directory) DO UPDATE
-               SET timeline = EXCLUDED.timeline, worker = EXCLUDED.worker,
-                   successor = EXCLUDED.successor, at = pg_catalog.now()",
+        params.extend([
+            Some(me.boot.clone()),
+            Some(me.host_run.clone()),
+            Some(me.timeline.to_string()),
+            Some(worker.to_string()),
+            Some(token.to_string()),
+            Some(ttl_ms.to_string()),
+            Some(clock_ms.to_string()),
+        ]);
+        params.extend(seen_params(seen));
+        self.call(
+            "confirm",
+            &[
+                "text", "text", "int4", "text", "text", "text", "int4", "int4", "int8", "int4",
+                "int8", "uuid", "int8",
+            ],
             &params,
-        )?;
-        Ok(())
+        )
     }
 
     /// Renews `me`'s lease of `worker` (last seen with `fence`) for `ttl_ms`, recording `cap`
-    /// (an id of the worker) below which it will issue. The new fence, or `None` when the lease
-    /// is no longer `me`'s (expired, released by hand, or taken).
+    /// (an id of the worker) below which it will issue.
+    #[allow(clippy::too_many_arguments)]
     pub fn renew(
         &mut self,
         me: &Holder,
@@ -232,77 +218,53 @@ impl Registry<'_> {
         fence: i64,
         cap: i64,
         ttl_ms: u64,
-    ) -> Result<Option<i64>, Failure> {
+        clock_ms: i64,
+        seen: Seen,
+    ) -> Result<Answer, Failure> {
         let mut params: Vec<Option<String>> = me.key().to_vec();
         params.extend([
+            Some(me.boot.clone()),
+            Some(me.timeline.to_string()),
             Some(worker.to_string()),
             Some(fence.to_string()),
-            Some(me.boot.clone()),
             Some(cap.to_string()),
             Some(ttl_ms.to_string()),
-            Some(me.timeline.to_string()),
+            Some(clock_ms.to_string()),
         ]);
-        let rows = self.run(
-            "UPDATE snowflake_registry.leases l
-                SET fence = l.fence + 1, renewed_at = pg_catalog.now(),
-                    expires_at = pg_catalog.now() +
-                                 $9::pg_catalog.int8 * pg_catalog.interval '1 millisecond',
-                    last_mark = GREATEST(l.last_mark, $8::pg_catalog.int8),
-                    timeline = $10::pg_catalog.int4
-              WHERE l.worker = $5::pg_catalog.int4
-                AND l.fence = $6::pg_catalog.int8
-                AND l.boot = $7
-                AND l.released_at IS NULL
-                AND l.expires_at > pg_catalog.now()
-                AND (l.system_identifier, l.host, l.port, l.data_directory) =
-                    ($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int4, $4::pg_catalog.text)
-             RETURNING l.fence::pg_catalog.text",
+        params.extend(seen_params(seen));
+        self.call(
+            "renew",
+            &[
+                "text", "text", "int4", "text", "text", "int4", "int4", "int8", "int8", "int4",
+                "int8", "uuid", "int8",
+            ],
             &params,
-        )?;
-        Ok(rows
-            .first()
-            .and_then(|r| r.first().cloned().flatten())
-            .and_then(|f| f.parse().ok()))
+        )
     }
 
-    /// Releases `me`'s lease of `worker` at a clean stop, recording `end`: one past the last id
-    /// it issued (it issues no more), which may be below the cap it had recorded, so that the
-    /// next holder (this server again, most often) continues right above its ids.
+    /// Gives back `me`'s lease of `worker`, recording `end`: one past the last id it issued.
     pub fn release(
         &mut self,
         me: &Holder,
         worker: u32,
         fence: i64,
         end: i64,
-    ) -> Result<(), Failure> {
+        seen: Seen,
+    ) -> Result<Answer, Failure> {
         let mut params: Vec<Option<String>> = me.key().to_vec();
         params.extend([
+            Some(me.boot.clone()),
             Some(worker.to_string()),
             Some(fence.to_string()),
-            Some(me.boot.clone()),
             Some(end.to_string()),
         ]);
-        self.run(
-            "UPDATE snowflake_registry.leases l
-                SET released_at = pg_catalog.now(), last_mark = $8::pg_catalog.int8
-              WHERE l.worker = $5::pg_catalog.int4
-                AND l.fence = $6::pg_catalog.int8
-                AND l.boot = $7
-                AND (l.system_identifier, l.host, l.port, l.data_directory) =
-                    ($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int4, $4::pg_catalog.text)",
+        params.extend(seen_params(seen));
+        self.call(
+            "release",
+            &[
+                "text", "text", "int4", "text", "text", "int4", "int8", "int8", "uuid", "int8",
+            ],
             &params,
-        )?;
-        Ok(())
+        )
     }
-}
-
-/// A statement of `sql/registry.sql` without its comment lines.
-fn strip_comments(statement: &str) -> String {
-    statement
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("--"))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .trim()
-        .to_string()
 }

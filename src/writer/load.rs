@@ -143,7 +143,9 @@ impl Writer {
                     generation: meta.generation,
                     key,
                     token_file_ok: !write_token,
+                    seen: meta.seen,
                 });
+                self.shared.control().registry_seen = meta.seen;
                 self.stored.fill(Row::default());
                 for (w, row) in rows {
                     self.stored[w as usize] = row;

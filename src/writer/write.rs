@@ -38,7 +38,11 @@ impl Writer {
                 due.push((w as u32, row));
             }
         }
-        if due.is_empty() && (self.table.token_file_ok || self.table.identity.is_none()) {
+        let registry_current = self.shared.control().registry_seen == self.table.seen;
+        if due.is_empty()
+            && (self.table.token_file_ok || self.table.identity.is_none())
+            && registry_current
+        {
             return Ok(());
         }
         let written = self.write(&due);
@@ -85,6 +89,7 @@ impl Writer {
     ) -> Result<(), Refusal> {
         let layout = *self.layout();
         let table = self.table;
+        let seen = self.shared.control().registry_seen;
         let mut after = self.stored.clone();
         for &(w, row) in rows {
             after[w as usize] = row;
@@ -105,7 +110,7 @@ impl Writer {
                 marks_table::claim(&layout, table.token, &known_rows(&after))?
             };
             let generation = current.map_or(0, |c| c.generation).max(table.generation) + 1;
-            marks_table::stamp(&table.key, &layout, table.token, generation, &after)?;
+            marks_table::stamp(&table.key, &layout, table.token, generation, &after, seen)?;
             Ok::<_, Refusal>((identity, generation, !as_left && table.identity.is_some()))
         })
         .map_err(Refusal::Failed)??;
@@ -133,6 +138,7 @@ impl Writer {
             generation,
             key: table.key,
             token_file_ok: false,
+            seen,
         });
         // Before any id below these marks is issued: a table found behind this generation later
         // was rolled back or replaced.

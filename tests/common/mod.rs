@@ -537,11 +537,36 @@ pub fn worker_of(id: i64) -> i32 {
     ((id >> 12) & 1023) as i32
 }
 
-/// A registry of worker ids: a plain PostgreSQL server, without the extension.
+/// The registry's schema and functions (`sql/registry.sql`).
+pub const REGISTRY_SQL: &str = include_str!("../../sql/registry.sql");
+
+/// The lock-delay of the tests' registries: the shortest the registry allows, so that a
+/// takeover that must wait costs a test as little as it can.
+pub const TEST_LOCK_DELAY_S: u64 = 5;
+
+/// A registry of worker ids: a plain PostgreSQL server, without the extension, with the
+/// registry installed by its owner (`postgres`) and the role `fleet` (LOGIN, trust) given what
+/// a fleet needs and nothing more; its lock-delay `TEST_LOCK_DELAY_S`.
 pub fn registry(name: &str) -> Cluster {
     let registry = Cluster::new(name, &["shared_preload_libraries=", "max_connections=100"]);
     registry.start();
+    install_registry(&registry, "postgres");
     registry
+}
+
+/// Installs the registry in database `db` of `cluster`, as its documentation says (as the
+/// owner, then `grant_fleet`), with the role `fleet` and the tests' lock-delay.
+pub fn install_registry(cluster: &Cluster, db: &str) {
+    let mut c = cluster.connect_to(db);
+    c.batch_execute(REGISTRY_SQL).unwrap();
+    c.batch_execute(&format!(
+        "DO $$ BEGIN
+             IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'fleet') THEN CREATE ROLE fleet LOGIN; END IF;
+         END $$;
+         SELECT snowflake_registry.grant_fleet('fleet');
+         SELECT snowflake_registry.set_limits(interval '{TEST_LOCK_DELAY_S} s');"
+    ))
+    .unwrap();
 }
 
 /// The `snowflake.registry=...` setting that points a server at `registry` as `user`.
