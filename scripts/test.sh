@@ -25,7 +25,7 @@ FULL=(15 18)
 PARTIAL=(14 16 17)
 # The integration tests (tests/*.rs), by where they run.
 EVERY_MAJOR=(generation durability interop portable)
-FULL_ONLY=(errors adopt privilege trust leases failover faults ha multinode)
+FULL_ONLY=(errors adopt privilege trust leases handover failover faults ha multinode)
 AFTER_ALL=(upgrade packages)
 # On a Citus cluster (scripts/pg-major citus), on the majors Citus 14 supports.
 CITUS=(citus)

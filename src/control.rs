@@ -99,4 +99,7 @@ pub struct Control {
     /// the lease keeper from every answer, and by the writer from the marks table when it
     /// loads it; the writer keeps it in the table's header (`TableState::seen`).
     pub registry_seen: snowflake_core::lease::Seen,
+    /// Whether `registry_seen` was read from the marks table (or there is none): the keeper
+    /// claims nothing before, so that a server never passes for one that never leased.
+    pub registry_seen_known: bool,
 }

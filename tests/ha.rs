@@ -262,8 +262,9 @@ fn patroni_with_leased_worker_ids_fails_over_and_the_old_primary_brought_back_mi
     let registry = Cluster::new("ha-registry", &["shared_preload_libraries="]);
     registry.start();
     for synchronous in ["on", "off"] {
+        install_registry(&registry, "postgres");
         let conninfo = format!(
-            "host=127.0.0.1 port={} dbname=postgres user=postgres connect_timeout=5",
+            "host=127.0.0.1 port={} dbname=postgres user=fleet connect_timeout=5",
             registry.port
         );
         let pair = Pair::up_with(
@@ -345,12 +346,7 @@ fn patroni_with_leased_worker_ids_fails_over_and_the_old_primary_brought_back_mi
             .query_one("SELECT pg_is_in_recovery()", &[])
             .unwrap()
             .get::<_, bool>(0));
-        wait_until("the old primary to be refused", PATIENCE, || {
-            old.query_one("SELECT registry FROM snowflake_status()", &[])
-                .unwrap()
-                .get::<_, Option<String>>(0)
-                .is_some_and(|r| r.starts_with("superseded"))
-        });
+        wait_for_standing_of(&mut old, "superseded");
         let e = error_of(&mut old, "SELECT snowflake_nextval()");
         assert_eq!(e.code, "55000", "{e:?}");
         all.extend(ids_on(other, 2000));

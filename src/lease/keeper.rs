@@ -294,13 +294,23 @@ impl Keeper {
                     ttl_ms: held.ttl_ms,
                 }
                 .usable_until(held.sent_at);
-                if now >= usable_until {
-                    self.lose(held.worker, RAN_OUT);
-                } else if self.renew_now
+                // A lease that ran out (this keeper was stuck, or cut off) is stopped, and
+                // asked for once more: still this start's in the registry (nobody took it),
+                // it is used again; taken by another start of this very server meanwhile (a
+                // copy), the registry says so and both stop, rather than take turns.
+                let ran_out = now >= usable_until;
+                if ran_out {
+                    stop_using(self.shared, held.worker, RAN_OUT);
+                }
+                if ran_out
+                    || self.renew_now
                     || now >= timing.renew_at(held.sent_at).max(self.next_attempt)
                 {
                     self.renew_now = false;
-                    self.renew(held);
+                    let renewed = self.renew(held);
+                    if !renewed && ran_out && matches!(self.phase, Phase::Holding(_)) {
+                        self.lose(held.worker, RAN_OUT);
+                    }
                 }
             }
             Phase::Waiting(w) if now >= w.until => self.confirm(w),
@@ -423,7 +433,10 @@ impl Keeper {
         if a.max_skew_ms > 0 {
             self.max_skew_ms = a.max_skew_ms;
         }
-        if matches!(a.outcome, Outcome::Foreign | Outcome::Identity) || a.registry == 0 {
+        if matches!(a.outcome, Outcome::Foreign | Outcome::Identity)
+            || a.registry == 0
+            || !self.registry_seen_known()
+        {
             return;
         }
         let changed = {
@@ -444,21 +457,20 @@ impl Keeper {
         }
     }
 
-    /// Whether the marks are loaded and usable (a claim needs them).
+    /// Whether the mark writer has read which registry this server leased from (every call
+    /// sends it; a lease is used only once it is known).
+    fn registry_seen_known(&self) -> bool {
+        self.shared.control().registry_seen_known
+    }
+
+    /// Whether the marks are loaded and usable (a new worker is raised above its
+    /// predecessors' ids through them).
     fn marks_ready(&self) -> bool {
         let control = self.shared.control();
         control.loaded && control.state == State::Ready
     }
 
     fn claim(&mut self) {
-        if !self.marks_ready() {
-            self.set_status(
-                Standing::Claiming,
-                "waiting for the mark writer to load the marks",
-            );
-            self.next_attempt = clock::boot_ms() + MARKS_POLL_MS;
-            return;
-        }
         self.set_status(Standing::Claiming, "");
         self.me.timeline = timeline();
         let me = self.me.clone();
@@ -466,11 +478,19 @@ impl Keeper {
             Some(w) => (WorkerRange { first: w, last: w }, true),
             None => (settings::worker_range(), false),
         };
+        // Connected first: a new connection learns the registry's limits, which the lease
+        // asked for must fit.
+        if let Err(e) = self.registry(Instant::now() + CONNECT) {
+            if e != Failure::Interrupted {
+                self.failed(Standing::Unreachable, &e.to_string());
+            }
+            return;
+        }
         let timing = self.timing();
         let fence = self.shared.control().lease.fence;
         let seen = self.seen();
         let sent_at = clock::boot_ms();
-        let answer = self.registry(Instant::now() + CONNECT).and_then(|mut r| {
+        let answer = self.registry(Instant::now() + EXCHANGE).and_then(|mut r| {
             r.claim(
                 &me,
                 range,
@@ -645,6 +665,31 @@ impl Keeper {
         let Some(held) = self.record_cap(held, floor) else {
             return;
         };
+        // This start's, from now on, in the registry: claimed again at once.
+        self.shared.control().lease.fence = Some(held.fence);
+        if !self.registry_seen_known() {
+            // Claimed without the registry this server last leased from (the mark writer has
+            // not read it yet: it may be waiting for a synchronous standby): not used until a
+            // claim that says which, so that the registry can refuse a server that comes from
+            // another one.
+            self.set_status(
+                Standing::Claiming,
+                "waiting for the mark writer to read the marks",
+            );
+            self.next_attempt = clock::boot_ms() + MARKS_POLL_MS;
+            return;
+        }
+        if floor > 0 && !self.marks_ready() {
+            // Not a failure: the marks are loaded a moment after start-up (or never, while a
+            // synchronous standby is missing). The lease stays this server's; claimed again
+            // then, it is raised above its last holder's ids.
+            self.set_status(
+                Standing::Claiming,
+                "waiting for the mark writer to load the marks",
+            );
+            self.next_attempt = clock::boot_ms() + MARKS_POLL_MS;
+            return;
+        }
         if floor > 0 {
             let from = (floor >> p.seq_bits).saturating_add(1) << p.seq_bits;
             let reply = mailbox::ask(
@@ -675,10 +720,11 @@ impl Keeper {
         );
     }
 
-    fn renew(&mut self, held: Held) {
+    /// Renews the lease; whether it was.
+    fn renew(&mut self, held: Held) -> bool {
         let timing = self.timing();
         let sent_at = clock::boot_ms();
-        if let Some(renewed) = self.record_cap(
+        match self.record_cap(
             Held {
                 sent_at,
                 ttl_ms: timing.ttl_ms,
@@ -686,7 +732,11 @@ impl Keeper {
             },
             0,
         ) {
-            self.use_lease(renewed);
+            Some(renewed) => {
+                self.use_lease(renewed);
+                true
+            }
+            None => false,
         }
     }
 

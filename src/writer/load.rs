@@ -70,7 +70,23 @@ impl Writer {
             (found, None)
         });
         let (found, refusal) = match found {
-            Ok(found) => found,
+            Ok(found) => {
+                // What the lease keeper needs before it claims, known as soon as it is read
+                // (the load itself may wait, for a synchronous standby for instance).
+                let seen = match &found.0 {
+                    Found::Table { meta, .. } => Some(meta.seen),
+                    Found::Nothing => Some(Default::default()),
+                    Found::Doubtful(_) => None,
+                };
+                if let Some(seen) = seen {
+                    let mut control = self.shared.control();
+                    if !control.registry_seen_known {
+                        control.registry_seen = seen;
+                        control.registry_seen_known = true;
+                    }
+                }
+                found
+            }
             Err(e) => {
                 return self.set_state(
                     State::Starting,

@@ -662,3 +662,186 @@ pub fn connect_as(cluster: &Cluster, db: &str, role: &str) -> Client {
         || Client::connect(&conninfo, NoTls).ok(),
     )
 }
+
+/// A server that leases its worker id from `registry` (as the role `fleet`), with the
+/// extension created; `extra` settings added (a TTL, a range, a worker id set by hand).
+pub fn leasing_server(name: &str, registry: &Cluster, extra: &[&str]) -> Cluster {
+    let cluster = leasing_cluster(name, registry, extra);
+    cluster.start();
+    cluster
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    cluster
+}
+
+/// As `leasing_server`, not started (no extension yet).
+pub fn leasing_cluster(name: &str, registry: &Cluster, extra: &[&str]) -> Cluster {
+    let reg = registry_setting(registry, "fleet");
+    let mut settings = vec![reg.as_str(), "max_connections=20"];
+    if !extra.iter().any(|s| s.starts_with("snowflake.worker_id=")) {
+        settings.push("snowflake.worker_id=auto");
+    }
+    settings.extend_from_slice(extra);
+    Cluster::new(name, &settings)
+}
+
+/// `n` ids from the server's configured (leased) worker, in one statement.
+pub fn mint(cluster: &Cluster, n: i32) -> Vec<i64> {
+    let mut c = cluster.connect();
+    ids(
+        &mut c,
+        &format!("SELECT snowflake_nextval() FROM generate_series(1, {n})"),
+    )
+}
+
+/// What `snowflake_status()` says of the registry (its standing, server and reason).
+pub fn registry_status(c: &mut Client) -> String {
+    c.query_one("SELECT registry FROM snowflake_status()", &[])
+        .unwrap()
+        .get::<_, Option<String>>(0)
+        .unwrap_or_default()
+}
+
+/// Waits until the server's lease standing starts with `standing`; returns the whole status.
+pub fn wait_for_standing(cluster: &Cluster, standing: &str) -> String {
+    wait_for_standing_of(&mut cluster.connect(), standing)
+}
+
+/// Waits until the lease standing of the server `c` is connected to starts with `standing`;
+/// returns the whole status. On a timeout, says the last one seen.
+pub fn wait_for_standing_of(c: &mut Client, standing: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let status = registry_status(c);
+        if status.starts_with(standing) {
+            return status;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "waited {PATIENCE:?} in vain for the lease standing {standing:?}; the last seen: {status:?}"
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+/// One session minting from a server, batch after batch, until stopped: every id with the
+/// moment its batch came back, and how many batches were refused (and the last refusal).
+pub struct Minter {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Minted>>,
+}
+
+/// What a `Minter` got.
+#[derive(Default)]
+pub struct Minted {
+    pub ids: Vec<(Instant, i64)>,
+    pub refused: u64,
+    pub last_refusal: Option<String>,
+}
+
+impl Minter {
+    /// Starts minting `batch` ids per statement from `cluster` (through `conninfo`).
+    pub fn start(conninfo: String, batch: i32) -> Minter {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut out = Minted::default();
+            let mut client: Option<Client> = None;
+            let sql = format!("SELECT snowflake_nextval() FROM generate_series(1, {batch})");
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if client.is_none() {
+                    client = Client::connect(&conninfo, NoTls).ok();
+                    if client.is_none() {
+                        std::thread::sleep(POLL);
+                        continue;
+                    }
+                }
+                match client.as_mut().unwrap().query(sql.as_str(), &[]) {
+                    Ok(rows) => {
+                        let at = Instant::now();
+                        out.ids
+                            .extend(rows.iter().map(|r| (at, r.get::<_, i64>(0))));
+                    }
+                    Err(e) => {
+                        out.refused += 1;
+                        out.last_refusal = Some(
+                            e.as_db_error()
+                                .map(|d| d.message().to_string())
+                                .unwrap_or_else(|| e.to_string()),
+                        );
+                        if e.as_db_error().is_none() {
+                            client = None;
+                        }
+                        // Refused: look again soon, without spinning.
+                        std::thread::sleep(POLL);
+                    }
+                }
+            }
+            out
+        });
+        Minter {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops minting and returns what it got.
+    pub fn finish(mut self) -> Minted {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+/// Checks what several servers minted with the default layout: no id twice, and per worker id
+/// no two servers minting at once: sorted by id, each worker's ids fall into runs of one
+/// server each (a tenure), and every run ends (as its client saw it) before the next run, of
+/// another server, begins, give or take `slack` (the time a result takes to reach its client).
+/// Returns how many times each worker id changed hands.
+pub fn assert_one_holder_at_a_time(
+    minted: &[(&str, &Minted)],
+    slack: Duration,
+) -> std::collections::BTreeMap<i32, usize> {
+    let mut all: Vec<i64> = Vec::new();
+    let mut by_worker: std::collections::BTreeMap<i32, Vec<(i64, Instant, usize)>> =
+        Default::default();
+    for (server, (_, m)) in minted.iter().enumerate() {
+        for &(at, id) in &m.ids {
+            all.push(id);
+            by_worker
+                .entry(worker_of(id))
+                .or_default()
+                .push((id, at, server));
+        }
+    }
+    assert_no_duplicates(&all);
+    let mut handovers = std::collections::BTreeMap::new();
+    for (worker, mut events) in by_worker {
+        events.sort_by_key(|e| e.0);
+        // Runs of one server, in id order, with the first and last moment each was seen.
+        let mut runs: Vec<(usize, Instant, Instant)> = Vec::new();
+        for &(_, at, server) in &events {
+            match runs.last_mut() {
+                Some((s, first, last)) if *s == server => {
+                    *first = (*first).min(at);
+                    *last = (*last).max(at);
+                }
+                _ => runs.push((server, at, at)),
+            }
+        }
+        for pair in runs.windows(2) {
+            let (a, _, a_last) = pair[0];
+            let (b, b_first, _) = pair[1];
+            assert!(
+                a_last <= b_first + slack,
+                "worker id {worker}: {} minted it until {:?} after {} began with higher ids: two \
+                 servers minted one worker id at once",
+                minted[a].0,
+                a_last - b_first,
+                minted[b].0
+            );
+        }
+        handovers.insert(worker, runs.len() - 1);
+    }
+    handovers
+}

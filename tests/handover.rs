@@ -1,0 +1,784 @@
+//! A worker id changes hands only when its last holder has provably stopped: each way the
+//! adversary of issue 24 made two servers mint one worker id, on real servers, with a registry
+//! of its own (a plain PostgreSQL server) and the fleet's role given only what
+//! `snowflake_registry.grant_fleet` gives.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+/// How late a client may see the last batch of a tenure, after the next holder's first batch.
+const SLACK: Duration = Duration::from_millis(500);
+
+/// A copy of `registry` as it is now (a base backup), to put back later.
+fn copy_of(registry: &Cluster, name: &str) -> Cluster {
+    Cluster::standby_of(registry, name, &[])
+}
+
+/// Puts `copy` back in `registry`'s place: the registry's server stopped, the copy started on
+/// its port as a primary (a restore from a backup, as of when the copy was taken).
+fn restore(registry: &Cluster, copy: &mut Cluster) {
+    registry.stop();
+    std::fs::remove_file(copy.dir.join("standby.signal")).unwrap();
+    // The copy carries the registry's socket lock file (its sockets live in its data directory).
+    for entry in std::fs::read_dir(&copy.dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(".s.PGSQL.")
+        {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let conf = copy.dir.join("postgresql.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(&conf, format!("{text}\nport = {}\n", registry.port)).unwrap();
+    copy.port = registry.port;
+    copy.start();
+}
+
+#[test]
+fn a_registry_restored_from_an_older_copy_while_its_holder_mints_is_refused_and_no_id_repeats() {
+    let mut registry = registry("handover-restore-registry");
+    let holder = leasing_server(
+        "handover-restore-holder",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
+    );
+    assert_eq!(leased(&holder), 7);
+    let copy_taken = mint(&holder, 100);
+    let mut copy = copy_of(&registry, "handover-restore-copy");
+    // A second server wants the same worker id, and keeps asking (it sees the registry's
+    // epoch go by); the holder goes on renewing after the copy was taken.
+    let waiter = leasing_server(
+        "handover-restore-waiter",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
+    );
+    wait_for_standing(&waiter, "exhausted");
+    let holding = Minter::start(holder.conninfo("postgres"), 100);
+    let waiting = Minter::start(waiter.conninfo("postgres"), 100);
+    let mut r = registry.connect();
+    let renewed_since: i64 = r
+        .query_one(
+            "SELECT fence FROM snowflake_registry.leases WHERE worker = 7",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    wait_until("renewals after the copy", PATIENCE, || {
+        r.query_one(
+            "SELECT fence FROM snowflake_registry.leases WHERE worker = 7",
+            &[],
+        )
+        .unwrap()
+        .get::<_, i64>(0)
+            >= renewed_since + 3
+    });
+    drop(r);
+    // The registry restored from the copy: its lease of worker 7 is older, and expired by now.
+    restore(&registry, &mut copy);
+    std::mem::swap(&mut registry, &mut copy);
+    // The first server that had seen a later epoch tells: the registry freezes, and says why.
+    let frozen = wait_for_standing(&waiter, "frozen");
+    assert!(frozen.contains("went back in time"), "{frozen}");
+    let mut holder_c = holder.connect();
+    wait_until("the holder to stop minting", PATIENCE, || {
+        holder_c
+            .query_one("SELECT snowflake_nextval()", &[])
+            .is_err()
+    });
+    let e = error_of(&mut holder_c, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    // The administrator's step: the registry serves again; a new holder of worker 7 starts
+    // above anything the lost history could have issued.
+    registry
+        .connect()
+        .batch_execute("SELECT snowflake_registry.recover()")
+        .unwrap();
+    wait_until("worker 7 minted again", PATIENCE, || {
+        [&holder, &waiter].iter().any(|s| {
+            s.connect()
+                .query_one("SELECT snowflake_nextval()", &[])
+                .is_ok()
+        })
+    });
+    let holding = holding.finish();
+    let waiting = waiting.finish();
+    assert!(holding.ids.len() > 100, "the holder minted nothing");
+    let mut all: Vec<i64> = copy_taken;
+    all.extend(holding.ids.iter().map(|(_, id)| *id));
+    all.extend(waiting.ids.iter().map(|(_, id)| *id));
+    assert_no_duplicates(&all);
+    assert_one_holder_at_a_time(&[("holder", &holding), ("waiter", &waiting)], SLACK);
+}
+
+#[test]
+fn a_claimer_whose_clock_is_an_hour_behind_the_registrys_is_refused_until_it_is_set_right() {
+    // The registry's clock an hour ahead, rather than the server's an hour behind: on
+    // PostgreSQL 14 and 15 the postmaster starts background workers from a signal handler, and
+    // libfaketime leaves processes forked there on the real clock, so the server's lease keeper
+    // would not see a faked clock. The difference is the same.
+    let mut registry = Cluster::new(
+        "handover-skew-registry",
+        &["shared_preload_libraries=", "max_connections=100"],
+    );
+    registry.use_faketime();
+    registry.set_clock_offset(3600);
+    registry.start();
+    install_registry(&registry, "postgres");
+    let late = leasing_server("handover-skew-late", &registry, &[]);
+    let status = wait_for_standing(&late, "skew");
+    assert!(status.contains("behind the registry's"), "{status}");
+    let e = error_of(&mut late.connect(), "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(e.message.contains("behind the registry's"), "{e:?}");
+    assert!(e.hint.unwrap_or_default().contains("NTP"));
+    registry.set_clock_offset(0);
+    leased(&late);
+    assert!(!mint(&late, 10).is_empty());
+}
+
+#[test]
+fn a_registry_changed_by_reload_to_one_without_the_old_leases_is_refused_after_the_lease_is_given_back(
+) {
+    let old = registry("handover-switch-old");
+    let empty = registry("handover-switch-empty");
+    let mover = leasing_server("handover-switch-mover", &old, &["snowflake.worker_range=7"]);
+    assert_eq!(leased(&mover), 7);
+    let stayer = leasing_server(
+        "handover-switch-stayer",
+        &old,
+        &["snowflake.worker_range=7"],
+    );
+    wait_for_standing(&stayer, "exhausted");
+    let moving = Minter::start(mover.conninfo("postgres"), 100);
+    let staying = Minter::start(stayer.conninfo("postgres"), 100);
+    wait_until("some ids from the mover", PATIENCE, || {
+        old.connect()
+            .query_one(
+                "SELECT last_mark IS NOT NULL FROM snowflake_registry.leases WHERE worker = 7",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    });
+    let setting = registry_setting(&empty, "fleet");
+    let (name, value) = setting.split_once('=').unwrap();
+    mover.set_and_reload(name, value);
+    // The mover gives its lease back in the old registry first (the server still there takes
+    // it at once, above its ids), and the new registry, which does not carry the old one's
+    // leases, refuses it.
+    let status = wait_for_standing(&mover, "foreign");
+    assert!(status.contains("neither imported"), "{status}");
+    wait_for_standing(&stayer, "held");
+    let e = error_of(&mut mover.connect(), "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000");
+    assert!(e
+        .hint
+        .unwrap_or_default()
+        .contains("snowflake_registry.accept"));
+    let moved = moving.finish();
+    let stayed = staying.finish();
+    assert!(
+        !stayed.ids.is_empty(),
+        "the server on the old registry never minted"
+    );
+    assert_one_holder_at_a_time(&[("mover", &moved), ("stayer", &stayed)], SLACK);
+}
+
+#[test]
+fn a_fleet_moves_to_a_new_registry_one_server_at_a_time_while_it_mints() {
+    let old = registry("handover-move-old");
+    let new = registry("handover-move-new");
+    let servers: Vec<Cluster> = (0..3)
+        .map(|i| {
+            leasing_server(
+                &format!("handover-move-{i}"),
+                &old,
+                &["snowflake.worker_range=10-12"],
+            )
+        })
+        .collect();
+    let workers: Vec<i32> = servers.iter().map(leased).collect();
+    let minters: Vec<Minter> = servers
+        .iter()
+        .map(|s| Minter::start(s.conninfo("postgres"), 50))
+        .collect();
+    // The documented steps: export from the old registry into the new one...
+    let new_id: String = new
+        .connect()
+        .query_one(
+            "SELECT registry_id::text FROM snowflake_registry.identity()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let export = |old: &Cluster, new: &Cluster| {
+        let doc: String = old
+            .connect()
+            .query_one(
+                "SELECT snowflake_registry.export($1::text::uuid)::text",
+                &[&new_id],
+            )
+            .unwrap()
+            .get(0);
+        new.connect()
+            .query_one("SELECT snowflake_registry.import($1::text::jsonb)", &[&doc])
+            .unwrap();
+    };
+    export(&old, &new);
+    // ... then each server in turn is pointed at the new registry by a reload.
+    let setting = registry_setting(&new, "fleet");
+    let (name, value) = setting.split_once('=').unwrap();
+    for (server, &worker) in servers.iter().zip(&workers) {
+        server.set_and_reload(name, value);
+        let mut n = new.connect();
+        wait_until("the server's lease in the new registry", PATIENCE, || {
+            n.query_one(
+                "SELECT count(*) = 1 FROM snowflake_registry.lease_list
+                  WHERE worker = $1 AND port = $2 AND state = 'held'",
+                &[&worker, &(server.port as i32)],
+            )
+            .unwrap()
+            .get(0)
+        });
+        assert_eq!(
+            leased(server),
+            worker,
+            "a server changed worker id as it moved"
+        );
+    }
+    // Everyone moved: export and import again, then retire the old registry.
+    export(&old, &new);
+    new.connect()
+        .batch_execute("SELECT snowflake_registry.retire_predecessor()")
+        .unwrap();
+    let minted: Vec<Minted> = minters.into_iter().map(Minter::finish).collect();
+    for (m, server) in minted.iter().zip(&servers) {
+        assert!(
+            m.ids.len() > 500,
+            "server {} minted {} ids",
+            server.port,
+            m.ids.len()
+        );
+        let ids: Vec<i64> = m.ids.iter().map(|(_, id)| *id).collect();
+        assert_strictly_increasing(&ids);
+    }
+    let named: Vec<(&str, &Minted)> = minted.iter().map(|m| ("a server", m)).collect();
+    let handovers = assert_one_holder_at_a_time(&named, SLACK);
+    assert!(handovers.values().all(|&n| n == 0), "{handovers:?}");
+}
+
+#[test]
+fn the_fleets_role_can_neither_write_the_registry_nor_take_a_worker_id_a_server_holds() {
+    let registry = registry("handover-fleet-registry");
+    let victim = leasing_server(
+        "handover-fleet-victim",
+        &registry,
+        &["snowflake.worker_range=7"],
+    );
+    assert_eq!(leased(&victim), 7);
+    let minting = Minter::start(victim.conninfo("postgres"), 100);
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    for sql in [
+        "UPDATE snowflake_registry.leases SET host = 'elsewhere', last_mark = NULL WHERE worker = 7",
+        "DELETE FROM snowflake_registry.leases WHERE worker = 7",
+        "INSERT INTO snowflake_registry.leases (worker) VALUES (900)",
+        "UPDATE snowflake_registry.config SET lock_delay_ms = 5000",
+        "SELECT snowflake_registry.release_worker(7)",
+        "SELECT snowflake_registry.recover()",
+    ] {
+        let e = error_of(&mut fleet, sql);
+        assert_eq!(e.code, "42501", "{sql}: {e:?}");
+    }
+    // What it can see of the holder, it uses to claim worker 7 in the victim's name: the
+    // registry makes it wait out the lock-delay, the victim renews meanwhile, and the claim
+    // fails.
+    let lease = fleet
+        .query_one(
+            "SELECT system_identifier, host, port, data_directory FROM snowflake_registry.lease_list WHERE worker = 7",
+            &[],
+        )
+        .unwrap();
+    let (sysid, host, port, dir): (String, String, i32, String) =
+        (lease.get(0), lease.get(1), lease.get(2), lease.get(3));
+    let claim = fleet
+        .query_one(
+            "SELECT outcome, token, wait_ms FROM snowflake_registry.claim($1, $2, $3, $4, 'forged', 'elsewhere', 1,
+                     7, 7, true, 5000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL)",
+            &[&sysid, &host, &port, &dir],
+        )
+        .unwrap();
+    assert_eq!(claim.get::<_, String>(0), "wait");
+    let token: i64 = claim.get(1);
+    let mut r = registry.connect();
+    wait_until("a renewal by the victim during the wait", PATIENCE, || {
+        r.query_one(
+            "SELECT pending_key IS NULL FROM snowflake_registry.leases WHERE worker = 7",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    });
+    let confirmed: String = fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.confirm($1, $2, $3, $4, 'forged', 'elsewhere', 1, 7, $5, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL)",
+            &[&sysid, &host, &port, &dir, &token],
+        )
+        .unwrap()
+        .get(0);
+    assert_ne!(confirmed, "granted");
+    assert_eq!(leased(&victim), 7);
+    let minted = minting.finish();
+    assert_eq!(minted.refused, 0, "{:?}", minted.last_refusal);
+    assert!(!minted.ids.is_empty());
+}
+
+#[test]
+fn a_worker_id_set_by_hand_that_another_server_holds_is_refused_naming_the_holder() {
+    let registry = registry("handover-pinned-registry");
+    let auto = leasing_server(
+        "handover-pinned-auto",
+        &registry,
+        &["snowflake.worker_range=911"],
+    );
+    assert_eq!(leased(&auto), 911);
+    let before = mint(&auto, 1000);
+    // Set by hand at start, and by a reload: leased, and refused while another holds it.
+    let pinned = leasing_server(
+        "handover-pinned-hand",
+        &registry,
+        &["snowflake.worker_id=912"],
+    );
+    assert_eq!(leased(&pinned), 912);
+    pinned.set_and_reload("snowflake.worker_id", "911");
+    let status = wait_for_standing(&pinned, "taken");
+    assert!(status.contains(&format!(":{}", auto.port)), "{status}");
+    let e = error_of(&mut pinned.connect(), "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(e.message.contains("worker id 911 is held by"), "{e:?}");
+    assert!(e.hint.unwrap_or_default().contains("snowflake.worker_id"));
+    // 912, given back at the reload, is free again at once.
+    let state: String = registry
+        .connect()
+        .query_one(
+            "SELECT state FROM snowflake_registry.lease_list WHERE worker = 912",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "released");
+    // Once the holder stops cleanly, the server set by hand takes 911, above its ids.
+    auto.stop();
+    assert_eq!(leased(&pinned), 911);
+    let after = mint(&pinned, 1000);
+    let top = *before.iter().max().unwrap();
+    assert!(after.iter().all(|&id| id > top && worker_of(id) == 911));
+}
+
+#[test]
+fn a_lease_ttl_raised_by_reload_reaches_the_registry_at_the_next_renewal_without_a_gap() {
+    let registry = registry("handover-ttl-registry");
+    registry
+        .connect()
+        .batch_execute("SELECT snowflake_registry.set_limits(interval '2 min')")
+        .unwrap();
+    let server = leasing_server("handover-ttl", &registry, &["snowflake.lease_ttl=6s"]);
+    let worker = leased(&server);
+    let minting = Minter::start(server.conninfo("postgres"), 100);
+    let ttl = |r: &Cluster| -> i32 {
+        r.connect()
+            .query_one(
+                "SELECT ttl_ms FROM snowflake_registry.leases WHERE worker = $1",
+                &[&worker],
+            )
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(ttl(&registry), 6000);
+    server.set_and_reload("snowflake.lease_ttl", "100s");
+    wait_until("the new TTL in the registry", PATIENCE, || {
+        ttl(&registry) == 100_000
+    });
+    // Past the old TTL, twice over: still minting, under the longer lease.
+    let mut r = registry.connect();
+    let since: std::time::SystemTime = r.query_one("SELECT now()", &[]).unwrap().get(0);
+    wait_until("12 s of the registry's clock", PATIENCE, || {
+        r.query_one(
+            "SELECT now() > $1::timestamptz + interval '12 s'",
+            &[&since],
+        )
+        .unwrap()
+        .get(0)
+    });
+    server.set_and_reload("snowflake.lease_ttl", "6s");
+    wait_until("the shorter TTL in the registry", PATIENCE, || {
+        ttl(&registry) == 6000
+    });
+    let minted = minting.finish();
+    assert_eq!(
+        minted.refused, 0,
+        "minting stopped: {:?}",
+        minted.last_refusal
+    );
+    assert!(minted.ids.len() > 1000);
+}
+
+#[test]
+fn a_standby_promoted_with_a_short_ttl_supersedes_its_primary_only_once_the_primarys_own_lease_ended(
+) {
+    let registry = registry("handover-standby-registry");
+    registry
+        .connect()
+        .batch_execute("SELECT snowflake_registry.set_limits(interval '20 s')")
+        .unwrap();
+    let primary = leasing_server(
+        "handover-standby-primary",
+        &registry,
+        &["snowflake.lease_ttl=20s"],
+    );
+    let worker = leased(&primary);
+    let standby = Cluster::standby_of(
+        &primary,
+        "handover-standby-standby",
+        &["snowflake.lease_ttl=5s"],
+    );
+    standby.start();
+    standby.wait_caught_up(&primary);
+    // Promoted while its primary is healthy (an operator's mistake): it leases a worker id of
+    // its own, and the primary, renewing, is not superseded.
+    standby.promote();
+    let promoted_worker = leased(&standby);
+    assert_ne!(promoted_worker, worker);
+    let on_primary = Minter::start(primary.conninfo("postgres"), 100);
+    let on_standby = Minter::start(standby.conninfo("postgres"), 100);
+    let mut r = registry.connect();
+    let renewals: i64 = r
+        .query_one(
+            "SELECT fence FROM snowflake_registry.leases WHERE worker = $1",
+            &[&worker],
+        )
+        .unwrap()
+        .get(0);
+    wait_until("three renewals of the primary's lease", PATIENCE, || {
+        r.query_one(
+            "SELECT fence FROM snowflake_registry.leases WHERE worker = $1",
+            &[&worker],
+        )
+        .unwrap()
+        .get::<_, i64>(0)
+            >= renewals + 3
+    });
+    let superseded: i64 = r
+        .query_one("SELECT count(*) FROM snowflake_registry.superseded", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(superseded, 0, "a healthy primary was superseded");
+    // The primary dies: superseded once its own lease (20 s) has ended, not before.
+    primary.kill_postmaster();
+    wait_until("the primary superseded", PATIENCE, || {
+        r.query_one(
+            "SELECT count(*) > 0 FROM snowflake_registry.superseded",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    });
+    let ended_first: bool = r
+        .query_one(
+            "SELECT s.at >= l.expires_at FROM snowflake_registry.superseded s
+               JOIN snowflake_registry.leases l ON l.worker = s.worker",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(ended_first, "superseded before its lease ended");
+    let a = on_primary.finish();
+    let b = on_standby.finish();
+    assert_one_holder_at_a_time(&[("primary", &a), ("promoted standby", &b)], SLACK);
+}
+
+/// A copy of a server started beside it with the same identity (as a VM snapshot booted
+/// beside its original is): the same system identifier, host name, port and data directory,
+/// in a mount and network namespace of its own. Stopped (kill -9) when dropped.
+struct Copy {
+    dir: std::path::PathBuf,
+    original: std::path::PathBuf,
+    port: u16,
+}
+
+impl Copy {
+    /// A base backup of `original`, not started.
+    fn of(original: &Cluster, name: &str) -> Copy {
+        let copy = Cluster::standby_of(original, name, &[]);
+        let dir = copy.dir.clone();
+        // Kept: the Cluster would remove it when dropped.
+        std::mem::forget(copy);
+        std::fs::remove_file(dir.join("standby.signal")).unwrap();
+        Copy {
+            dir,
+            original: original.dir.clone(),
+            port: original.port,
+        }
+    }
+
+    /// Starts it, its data directory mounted where the original's is, listening on the
+    /// original's port, in namespaces of its own.
+    fn start(&self) {
+        for entry in std::fs::read_dir(&self.dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.starts_with(".s.PGSQL.") || name == "postmaster.pid" {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+        let conf = self.dir.join("postgresql.conf");
+        let text = std::fs::read_to_string(&conf).unwrap();
+        std::fs::write(
+            &conf,
+            format!(
+                "{text}\nport = {}\nunix_socket_directories = '{}'\n",
+                self.port,
+                self.original.display()
+            ),
+        )
+        .unwrap();
+        let script = format!(
+            "ip link set lo up && mount --bind '{copy}' '{orig}' && \
+             runuser -u postgres -- '{pg_ctl}' -D '{orig}' -l '{orig}/server.log' -w -t 60 start >/dev/null",
+            copy = self.dir.display(),
+            orig = self.original.display(),
+            pg_ctl = pg_bin("pg_ctl").display()
+        );
+        let out = std::process::Command::new("unshare")
+            .args(["-m", "-n", "--propagation", "private", "sh", "-c", &script])
+            .current_dir("/")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the copy did not start: {}{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+        );
+    }
+
+    /// Its sessions come in through its socket, which is in its own data directory.
+    fn conninfo(&self) -> String {
+        format!(
+            "host={} port={} user=postgres dbname=postgres connect_timeout=10",
+            self.dir.display(),
+            self.port
+        )
+    }
+
+    fn connect(&self) -> postgres::Client {
+        wait_for("a connection to the copy", PATIENCE, || {
+            postgres::Client::connect(&self.conninfo(), postgres::NoTls).ok()
+        })
+    }
+
+    fn standing(&self) -> String {
+        registry_status(&mut self.connect())
+    }
+
+    fn kill(&self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.join("postmaster.pid")) {
+            let pid = pid.lines().next().unwrap_or("").trim().to_string();
+            let _ = std::process::Command::new("pkill")
+                .args(["-9", "-P", &pid])
+                .status();
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid])
+                .status();
+            wait_until("the copy's processes to exit", PATIENCE, || {
+                !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            });
+            let _ = std::fs::remove_file(self.dir.join("postmaster.pid"));
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Copy {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- server log of the copy {} ---\n{}",
+                self.dir.display(),
+                self.log()
+            );
+        }
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The lease keeper's process of `cluster`.
+fn keeper_pid(cluster: &Cluster) -> String {
+    let out = std::process::Command::new("pgrep")
+        .args([
+            "-P",
+            &cluster.postmaster_pid().to_string(),
+            "-f",
+            "snowflake_ext lease keeper",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn signal(pid: &str, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([signal, pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn a_copy_of_a_server_with_its_identity_never_takes_turns_with_it() {
+    let registry = registry("handover-copy-registry");
+    // Through the registry's socket, which a server in another network namespace reaches too.
+    let setting = format!(
+        "snowflake.registry=host={} port={} dbname=postgres user=fleet connect_timeout=5",
+        registry.dir.display(),
+        registry.port
+    );
+    let original = Cluster::new(
+        "handover-copy-original",
+        &[
+            "snowflake.worker_id=auto",
+            setting.as_str(),
+            "snowflake.worker_range=7",
+            "snowflake.lease_ttl=5s",
+        ],
+    );
+    original.start();
+    original
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    assert_eq!(leased(&original), 7);
+    let copy = Copy::of(&original, "handover-copy-copy");
+    let on_original = Minter::start(original.conninfo("postgres"), 100);
+    let on_copy = Minter::start(copy.conninfo(), 100);
+    // Started while the original renews: the copy waits out the lock-delay, the original
+    // renews meanwhile and keeps the worker id, and the copy stops for good, saying why.
+    copy.start();
+    wait_until("the copy to stop", PATIENCE, || {
+        copy.standing().starts_with("duplicate")
+    });
+    assert!(
+        copy.standing().contains("a copy of this server runs"),
+        "{}",
+        copy.standing()
+    );
+    assert!(registry_status(&mut original.connect()).starts_with("held"));
+    original.wait_for_log("a copy of this server runs");
+    // Started again while the original's lease keeper is stopped (its lease runs out, and
+    // its sessions stop minting): the copy takes the worker id once the lock-delay has
+    // passed; the original, back, finds another start of itself in its place, and both stop.
+    copy.kill();
+    let keeper = keeper_pid(&original);
+    signal(&keeper, "-STOP");
+    copy.start();
+    wait_until("the copy to hold worker 7", PATIENCE, || {
+        copy.standing().starts_with("held")
+    });
+    let mut c = copy.connect();
+    wait_until("the copy to mint", PATIENCE, || {
+        c.query_one("SELECT snowflake_nextval()", &[]).is_ok()
+    });
+    signal(&keeper, "-CONT");
+    let mut o = original.connect();
+    wait_until("the original to stop for good", PATIENCE, || {
+        registry_status(&mut o).starts_with("duplicate")
+    });
+    wait_until("the copy to stop for good too", PATIENCE, || {
+        copy.standing().starts_with("duplicate")
+    });
+    let a = on_original.finish();
+    let b = on_copy.finish();
+    assert!(!a.ids.is_empty() && !b.ids.is_empty());
+    let handovers = assert_one_holder_at_a_time(&[("original", &a), ("copy", &b)], SLACK);
+    assert_eq!(handovers.get(&7), Some(&1), "{handovers:?}");
+    // Neither mints again until an administrator acts.
+    for e in [
+        error_of(&mut o, "SELECT snowflake_nextval()"),
+        error_of(&mut c, "SELECT snowflake_nextval()"),
+    ] {
+        assert_eq!(e.code, "55000", "{e:?}");
+        assert!(e.message.contains("a copy of this server"), "{e:?}");
+        assert!(e.hint.unwrap_or_default().contains("Stop the copy"));
+    }
+}
+
+#[test]
+fn every_secret_of_a_connection_string_is_refused_and_never_shown() {
+    let server = started("handover-secrets", &[]);
+    let mut c = server.connect();
+    c.batch_execute("SET log_min_error_statement = panic")
+        .unwrap();
+    const SECRET: &str = "S3cret-9d1e";
+    for (setting, key) in [
+        (format!("host=reg dbname=r password={SECRET}"), "password"),
+        (
+            format!("host=reg dbname=r sslpassword={SECRET}"),
+            "sslpassword",
+        ),
+        (
+            format!("host=reg dbname=r oauth_client_secret={SECRET}"),
+            "oauth_client_secret",
+        ),
+        (
+            format!("host=reg dbname=r scram_client_key={SECRET}"),
+            "scram_client_key",
+        ),
+        (
+            format!("host=reg dbname=r scram_server_key={SECRET}"),
+            "scram_server_key",
+        ),
+        (format!("postgresql://fleet:{SECRET}@reg/r"), "password"),
+        (
+            format!("postgresql://reg/r?sslpassword={SECRET}"),
+            "sslpassword",
+        ),
+    ] {
+        let e = error_of(
+            &mut c,
+            &format!("ALTER SYSTEM SET snowflake.registry = '{setting}'"),
+        );
+        assert_eq!(e.code, "22023", "{setting}: {e:?}");
+        let said = format!("{e:?}");
+        assert!(!said.contains(SECRET), "{said}");
+        assert!(
+            e.message.contains("holds a") && said.contains(key),
+            "{said}"
+        );
+        assert!(
+            e.hint.unwrap_or_default().contains("service file"),
+            "{said}"
+        );
+    }
+    // Written into the configuration by hand: refused at the reload, and not logged.
+    let auto_conf = server.dir.join("postgresql.auto.conf");
+    let conf = std::fs::read_to_string(&auto_conf).unwrap();
+    std::fs::write(
+        &auto_conf,
+        format!("{conf}snowflake.registry = 'host=reg sslpassword={SECRET}'\n"),
+    )
+    .unwrap();
+    c.batch_execute("SELECT pg_reload_conf()").unwrap();
+    server.wait_for_log("snowflake.registry holds a secret (sslpassword)");
+    assert!(!server.log().contains(SECRET));
+}
