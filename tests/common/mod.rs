@@ -732,10 +732,12 @@ pub struct Minter {
     thread: Option<std::thread::JoinHandle<Minted>>,
 }
 
-/// What a `Minter` got.
+/// What a `Minter` got: every id with the moment its batch came back, and (`sent`, in the
+/// same order) the moment that batch was asked for; the ids were minted in between.
 #[derive(Default)]
 pub struct Minted {
     pub ids: Vec<(Instant, i64)>,
+    pub sent: Vec<Instant>,
     pub refused: u64,
     pub last_refusal: Option<String>,
 }
@@ -794,50 +796,54 @@ impl Minter {
 }
 
 /// Checks what several servers minted with the default layout: no id twice, and per worker id
-/// no two servers minting at once: sorted by id, each worker's ids fall into runs of one
-/// server each (a tenure), and every run ends (as its client saw it) before the next run, of
-/// another server, begins, give or take `slack` (the time a result takes to reach its client).
+/// never two servers minting at once. Sorted by id, each worker's ids fall into runs of one
+/// server each (a tenure); the last batch of a run must have been asked for before the first
+/// batch of the next run, of another server, came back (give or take `slack`): a batch asked
+/// for later was minted while the next holder was already minting. (A batch asked for before
+/// a server was stopped and finished after it went on counts from when it was asked for.)
 /// Returns how many times each worker id changed hands.
 pub fn assert_one_holder_at_a_time(
     minted: &[(&str, &Minted)],
     slack: Duration,
 ) -> std::collections::BTreeMap<i32, usize> {
     let mut all: Vec<i64> = Vec::new();
-    let mut by_worker: std::collections::BTreeMap<i32, Vec<(i64, Instant, usize)>> =
-        Default::default();
+    // Per worker: (id, asked for, came back, server).
+    type Event = (i64, Instant, Instant, usize);
+    let mut by_worker: std::collections::BTreeMap<i32, Vec<Event>> = Default::default();
     for (server, (_, m)) in minted.iter().enumerate() {
-        for &(at, id) in &m.ids {
+        for (i, &(received, id)) in m.ids.iter().enumerate() {
             all.push(id);
+            let sent = m.sent.get(i).copied().unwrap_or(received);
             by_worker
                 .entry(worker_of(id))
                 .or_default()
-                .push((id, at, server));
+                .push((id, sent, received, server));
         }
     }
     assert_no_duplicates(&all);
     let mut handovers = std::collections::BTreeMap::new();
     for (worker, mut events) in by_worker {
         events.sort_by_key(|e| e.0);
-        // Runs of one server, in id order, with the first and last moment each was seen.
+        // Runs of one server, in id order: the first batch back, the last batch asked for.
         let mut runs: Vec<(usize, Instant, Instant)> = Vec::new();
-        for &(_, at, server) in &events {
+        for &(_, sent, received, server) in &events {
             match runs.last_mut() {
-                Some((s, first, last)) if *s == server => {
-                    *first = (*first).min(at);
-                    *last = (*last).max(at);
+                Some((s, first_back, last_asked)) if *s == server => {
+                    *first_back = (*first_back).min(received);
+                    *last_asked = (*last_asked).max(sent);
                 }
-                _ => runs.push((server, at, at)),
+                _ => runs.push((server, received, sent)),
             }
         }
         for pair in runs.windows(2) {
-            let (a, _, a_last) = pair[0];
-            let (b, b_first, _) = pair[1];
+            let (a, _, a_last_asked) = pair[0];
+            let (b, b_first_back, _) = pair[1];
             assert!(
-                a_last <= b_first + slack,
-                "worker id {worker}: {} minted it until {:?} after {} began with higher ids: two \
-                 servers minted one worker id at once",
+                a_last_asked <= b_first_back + slack,
+                "worker id {worker}: {} asked for a batch {:?} after {} had its first batch (with \
+                 higher ids) back: two servers minted one worker id at once",
                 minted[a].0,
-                a_last - b_first,
+                a_last_asked - b_first_back,
                 minted[b].0
             );
         }
