@@ -10,6 +10,8 @@
 #   * on 16, 17 and 18: a Citus 14 cluster (coordinator and two workers, tests/citus.rs);
 #   * on 15: real clients (node-postgres, psycopg, SQLAlchemy, Django, from clients/) against
 #     the extension and the portable SQL edition (tests/clients.rs);
+#   * on 18: the nemesis, a registry and four leasing servers under 90 s of random faults
+#     (tests/nemesis.rs);
 #   * the extension's upgrade from 0.1.0 and 0.2.0, pg_upgrade from 15 to 18, and of the portable
 #     edition from 14 to 18 (tests/upgrade.rs);
 #   * the Debian packages and the PGXN distribution, built and checked (scripts/package,
@@ -32,12 +34,15 @@ CITUS=(citus)
 CITUS_MAJORS=(16 17 18)
 # Real clients against both editions, on the default major: they test the clients' side.
 CLIENTS=(clients)
+# The nemesis (leases under random faults, 90 s of them), on 18: before 16 the postmaster
+# starts background workers from a signal handler, where libfaketime does not reach.
+NEMESIS=(nemesis)
 summary=()
 
 # A test file in none of the lists would never run.
 for file in tests/*.rs; do
   name=$(basename "$file" .rs)
-  case " ${EVERY_MAJOR[*]} ${FULL_ONLY[*]} ${AFTER_ALL[*]} ${CITUS[*]} ${CLIENTS[*]} " in
+  case " ${EVERY_MAJOR[*]} ${FULL_ONLY[*]} ${AFTER_ALL[*]} ${CITUS[*]} ${CLIENTS[*]} ${NEMESIS[*]} " in
   *" $name "*) ;;
   *) echo "scripts/test.sh: $file is in no list of tests to run" >&2; exit 1 ;;
   esac
@@ -95,6 +100,7 @@ for major in "${CITUS_MAJORS[@]}"; do
   step "PostgreSQL $major: a Citus cluster" it_tests "$major" "${CITUS[@]}"
 done
 step "PostgreSQL 15: node-postgres, psycopg, SQLAlchemy, Django" it_tests 15 "${CLIENTS[@]}"
+step "PostgreSQL 18: the nemesis (leases under random faults)" it_tests 18 "${NEMESIS[@]}"
 step "extension upgrades from 0.1.0 and 0.2.0; pg_upgrade 15 to 18, 14 to 18" it_tests 15 upgrade
 step "packages: build (scripts/package) and check" bash -c \
   'scripts/package >/tmp/snowflake_ext-package.log 2>&1 || { cat /tmp/snowflake_ext-package.log; exit 1; }
