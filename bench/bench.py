@@ -193,9 +193,13 @@ def m1_auto(work, ports, n, repeats):
     ns per id above the floor compare with the hand-set id's of the main server."""
     registry = Server(Path(work) / "auto-registry", ports[0], ["shared_preload_libraries="])
     registry.start()
+    # Installed by its owner, the fleet's role given only what grant_fleet gives (a registry
+    # refuses a role that could write its tables).
+    registry.psql((ROOT / "sql" / "registry.sql").read_text()
+                  + "\nCREATE ROLE fleet LOGIN; SELECT snowflake_registry.grant_fleet('fleet');")
     server = Server(Path(work) / "auto-data", ports[1], [
         "snowflake.worker_id=auto",
-        f"snowflake.registry=host=127.0.0.1 port={ports[0]} dbname=postgres user=postgres"])
+        f"snowflake.registry=host=127.0.0.1 port={ports[0]} dbname=postgres user=fleet"])
     server.start()
     try:
         server.psql("CREATE EXTENSION snowflake_ext;" + FLOOR_SQL)
