@@ -127,12 +127,22 @@ fn the_token_file_or_its_directory_deleted_resumes_above_the_marks_table() {
 fn a_damaged_truncated_or_padded_token_file_refuses_until_restored() {
     let (cluster, mut largest) = prepared("fault-damaged");
     type Damage = fn(&mut Vec<u8>);
-    let damages: [(&str, Damage); 3] = [
-        ("damaged", |b| b[20] ^= 0x55),
-        ("truncated", |b| b.truncate(11)),
-        ("padded", |b| b.extend_from_slice(&[0; 4096])),
+    // Each says what is wrong with the file in words and figures, never Rust's debug text.
+    let damages: [(&str, Damage, &str); 4] = [
+        (
+            "damaged",
+            |b| b[20] ^= 0x55,
+            "does not match its own checksum",
+        ),
+        ("torn", |b| b.truncate(60), "is 60 bytes long, not 64"),
+        ("truncated", |b| b.truncate(11), "is 11 bytes long, not 64"),
+        (
+            "padded",
+            |b| b.extend_from_slice(&[0; 4096]),
+            "is 4160 bytes long, not 64",
+        ),
     ];
-    for (what, damage) in damages {
+    for (what, damage, said) in damages {
         restart_an_hour_back(&cluster, |dir| {
             let mut bytes = std::fs::read(token_file(dir)).unwrap();
             damage(&mut bytes);
@@ -140,7 +150,18 @@ fn a_damaged_truncated_or_padded_token_file_refuses_until_restored() {
         });
         assert_refused(
             &cluster,
-            "the token file snowflake_ext/marks.token is damaged",
+            &format!(
+                "the token file snowflake_ext/marks.token in the data directory is damaged: it {said}"
+            ),
+        );
+        let e = error_of(&mut cluster.connect(), "SELECT snowflake_nextval()");
+        assert!(!e.message.contains('{'), "{what}: {e:?}");
+        assert!(
+            e.hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("snowflake_ext/marks.token"),
+            "{what}: {e:?}"
         );
         let next: i64 = cluster
             .connect()
@@ -156,7 +177,7 @@ fn a_damaged_truncated_or_padded_token_file_refuses_until_restored() {
         );
     }
     // One warning per start in doubt, not a flood.
-    assert!(count_in_log(&cluster, "WARNING:  snowflake: no ids can be minted") <= 3);
+    assert!(count_in_log(&cluster, "WARNING:  snowflake: no ids can be minted") <= 4);
 }
 
 #[test]
