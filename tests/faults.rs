@@ -624,6 +624,46 @@ fn snowflake_database_changed_under_existing_marks_refuses_until_set_back_or_res
     assert!(stale < largest, "the old marks were not left behind");
 }
 
+#[test]
+fn a_server_that_never_minted_mints_after_snowflake_database_changes() {
+    let cluster = Cluster::new("fault-never-minted", &["snowflake.worker_id=4"]);
+    cluster.start();
+    let mut c = cluster.connect();
+    for sql in [
+        "CREATE EXTENSION snowflake_ext",
+        "CREATE DATABASE other",
+        "ALTER SYSTEM SET snowflake.database = 'other'",
+    ] {
+        c.batch_execute(sql).unwrap();
+    }
+    // The mark writer found no marks and is ready: then a clean stop, before any id.
+    wait_until("the mark writer to be ready", PATIENCE, || {
+        status(&cluster).0 == "ready"
+    });
+    cluster.stop();
+    cluster.start();
+    let id: i64 = cluster
+        .connect()
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker_of(id), 4);
+    assert_eq!(status(&cluster), ("ready".into(), "other".into()));
+    // What made it so: the stop left nothing behind that could be taken for marks.
+    let schemas: i64 = cluster
+        .connect()
+        .query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'snowflake_ext_state'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        schemas, 0,
+        "the clean stop wrote marks into database postgres"
+    );
+}
+
 /// Loads the library at the next start of the server, or not (an empty
 /// `shared_preload_libraries` after the one `scripts/pg-cluster` wrote in postgresql.conf).
 fn preload(cluster: &Cluster, on: bool) {

@@ -212,11 +212,18 @@ impl Writer {
                     (now != self.stored[w]).then_some((w as u32, now))
                 })
                 .collect();
+            // A server that never wrote a mark never issued an id (every id is below a durable
+            // mark): it leaves no marks and no token file behind, so that it stays a first start
+            // wherever snowflake.database points next.
+            let never_minted = rows.is_empty() && self.table.identity.is_none();
             // A lowered mark need not wait for a standby: the higher one it replaces is safe.
-            let written =
+            let written = if never_minted {
+                Ok(())
+            } else {
                 session::transaction(|| Spi::run("SET synchronous_commit = local").expect("set"))
                     .map_err(Refusal::Failed)
-                    .and_then(|_| self.write_with(&rows, Standby::NotWaited));
+                    .and_then(|_| self.write_with(&rows, Standby::NotWaited))
+            };
             if let Err(e) = written {
                 errors::warn(
                     format!("snowflake: could not write the final high-water marks: {e}"),
