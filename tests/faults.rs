@@ -664,6 +664,98 @@ fn a_server_that_never_minted_mints_after_snowflake_database_changes() {
     );
 }
 
+/// A cluster on `faketime` whose marks are in database `marks`, with a table of ids of worker
+/// 4 in database `postgres`; returns it and the largest id issued.
+fn prepared_with_marks_database(name: &str) -> (Cluster, i64) {
+    let mut cluster = Cluster::new(name, &["snowflake.worker_id=4", "snowflake.database=marks"]);
+    cluster.use_faketime();
+    cluster.start();
+    cluster
+        .connect()
+        .batch_execute("CREATE DATABASE marks")
+        .unwrap();
+    // Restarted so that the writer, which failed to connect to the database that did not exist
+    // yet and backs off, connects at once.
+    cluster.stop();
+    cluster.start();
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "CREATE EXTENSION snowflake_ext;
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
+         INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
+    )
+    .unwrap();
+    let largest: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    assert_eq!(status(&cluster), ("ready".into(), "marks".into()));
+    (cluster, largest)
+}
+
+/// Inserts into `t` until one succeeds, and returns its id. While no mark can be written each
+/// attempt fails with 55000 after 10 s, naming the marks database in its hint.
+fn first_id_once_marks_are_written(cluster: &Cluster) -> i64 {
+    let mut c = cluster.connect();
+    wait_for("an id once marks can be written", PATIENCE, || {
+        match c.query_one("INSERT INTO t (v) VALUES (0) RETURNING id", &[]) {
+            Ok(row) => Some(row.get(0)),
+            Err(e) => {
+                let db = e.as_db_error().expect("a server error");
+                assert_eq!(db.code().code(), "55000", "{db:?}");
+                assert!(db.hint().unwrap_or("").contains("\"marks\""), "{db:?}");
+                None
+            }
+        }
+    })
+}
+
+#[test]
+fn the_marks_database_dropped_and_created_again_while_running_gets_the_marks_from_memory() {
+    let (cluster, largest) = prepared_with_marks_database("fault-dropdb-live");
+    let mut c = cluster.connect();
+    c.batch_execute("DROP DATABASE marks WITH (FORCE)").unwrap();
+    // No id can be minted without a marks database: refused, naming it.
+    let e = error_of(&mut c, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("\"marks\""),
+        "{e:?}"
+    );
+    cluster.wait_for_log("database \"marks\" does not exist");
+    // A new, empty database of that name: nothing in it is read; the mark writer writes the
+    // marks into it from shared memory, which has covered every id since the server started,
+    // and says so.
+    c.batch_execute("CREATE DATABASE marks").unwrap();
+    let first = first_id_once_marks_are_written(&cluster);
+    assert!(first > largest, "{first} is not above {largest}");
+    cluster.wait_for_log("was dropped and created again while the server ran");
+    let largest = assert_mints_above(&cluster, first);
+    // From then on they are this server's marks: a restart an hour back continues above.
+    restart_an_hour_back(&cluster, |_| {});
+    assert_mints_above(&cluster, largest);
+}
+
+#[test]
+fn the_marks_database_dropped_while_running_then_a_crash_refuses_until_restored() {
+    let (cluster, largest) = prepared_with_marks_database("fault-dropdb-crash");
+    let mut c = cluster.connect();
+    c.batch_execute("DROP DATABASE marks WITH (FORCE)").unwrap();
+    cluster.wait_for_log("database \"marks\" does not exist");
+    // A crash before the marks are written anywhere again: shared memory is gone, and a new
+    // database is not the marks this server wrote.
+    cluster.kill_postmaster();
+    cluster.set_clock_offset(-3600);
+    cluster.start();
+    cluster
+        .connect()
+        .batch_execute("CREATE DATABASE marks")
+        .unwrap();
+    assert_refused(&cluster, "is gone");
+    cluster
+        .connect()
+        .query_one("SELECT snowflake_restore_mark($1::bigint)", &[&largest])
+        .unwrap();
+    assert_mints_above(&cluster, largest);
+}
+
 /// Loads the library at the next start of the server, or not (an empty
 /// `shared_preload_libraries` after the one `scripts/pg-cluster` wrote in postgresql.conf).
 fn preload(cluster: &Cluster, on: bool) {
@@ -679,27 +771,8 @@ fn preload(cluster: &Cluster, on: bool) {
 
 #[test]
 fn the_marks_database_cannot_be_renamed_under_the_writer_and_renamed_while_unloaded_refuses() {
-    let mut cluster = Cluster::new(
-        "fault-rename",
-        &["snowflake.worker_id=4", "snowflake.database=marks"],
-    );
-    cluster.use_faketime();
-    cluster.start();
+    let (cluster, largest) = prepared_with_marks_database("fault-rename");
     let mut c = cluster.connect();
-    c.batch_execute("CREATE DATABASE marks").unwrap();
-    // Restarted so that the writer, which failed to connect to the database that did not exist
-    // yet and backs off, connects at once.
-    cluster.stop();
-    cluster.start();
-    let mut c = cluster.connect();
-    c.batch_execute(
-        "CREATE EXTENSION snowflake_ext;
-         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
-         INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
-    )
-    .unwrap();
-    let largest: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
-    assert_eq!(status(&cluster), ("ready".into(), "marks".into()));
     let in_marks: i64 = cluster
         .connect_to("marks")
         .query_one("SELECT count(*) FROM snowflake_ext_state.marks", &[])

@@ -30,6 +30,18 @@ pub fn connect(shared: &Shared) {
             exit();
         }
     }
+    if attempts > 1 {
+        // The attempt before failed (with a FATAL, so it could say nothing): a backend that
+        // waits for a mark meanwhile says why none comes.
+        let mut control = shared.control();
+        control.failing = true;
+        control.failures = u64::from(attempts - 1);
+        control.failure.set(&format!(
+            "the mark writer cannot connect to database \"{}\" (snowflake.database); it keeps \
+             trying, up to a minute apart",
+            settings::database()
+        ));
+    }
     let database = std::ffi::CString::new(settings::database()).unwrap_or_default();
     // SAFETY: called once, by a registered background worker with database access, before any
     // transaction. BGWORKER_BYPASS_ALLOWCONN: the owner of the marks database may forbid
@@ -41,7 +53,15 @@ pub fn connect(shared: &Shared) {
             pg_sys::BGWORKER_BYPASS_ALLOWCONN,
         )
     };
-    shared.control().connect_attempts = 0;
+    {
+        let mut control = shared.control();
+        if control.connect_attempts > 1 {
+            control.failing = false;
+            control.failures = 0;
+            control.failure.set("");
+        }
+        control.connect_attempts = 0;
+    }
     override_settings();
 }
 

@@ -110,13 +110,26 @@ impl Writer {
         })
         .map_err(Refusal::Failed)??;
         if rewritten {
-            errors::warn(
+            let database_replaced = table
+                .identity
+                .is_some_and(|before| before.database != identity.database);
+            let what = if database_replaced {
                 format!(
-                    "snowflake: the marks table {}.marks was dropped, replaced, emptied or changed while \
+                    "the marks database \"{}\" (snowflake.database) was dropped and created again \
+                     while the server ran; the marks were written into it again from memory",
+                    crate::settings::database()
+                )
+            } else {
+                format!(
+                    "the marks table {}.marks was dropped, replaced, emptied or changed while \
                      the server ran; it was written again from memory",
                     marks_table::SCHEMA
-                ),
-                "This server's own state in shared memory covers every id it issued.",
+                )
+            };
+            errors::warn(
+                format!("snowflake: {what}"),
+                "This server's own state in shared memory, kept since it started, covers every \
+                 id it issued; nothing was read from what was found there.",
             );
         }
         if standby == Standby::Waited && signals::interrupts() != interrupts {
