@@ -303,11 +303,12 @@ fn refused_writes(cluster: &Cluster, largest: i64, blocked: &str) -> i64 {
             "{e:?}"
         );
     }
-    // The limit itself is timed, as the statement alone: 10 s on the server's clock, looked at
-    // every 200 ms, so 15 s leaves 5 s for a busy machine to raise one error.
+    // What the product promises: a backend gives up only once it has waited the whole 10 s
+    // (the message says so), however fast or busy the machine; how much longer a busy machine
+    // takes to raise the error is not a promise, only that the wait ends.
     assert!(
-        longest < Duration::from_secs(15),
-        "a backend waited {longest:?} for a mark, not 10 s"
+        longest >= Duration::from_secs(10) && longest < PATIENCE,
+        "a backend gave up after {longest:?} waiting for a mark, not 10 s"
     );
     let waited = started.elapsed();
     let detail: String = cluster
@@ -605,23 +606,20 @@ fn snowflake_database_changed_under_existing_marks_refuses_until_set_back_or_res
     // The marks are now the ones in the new database: found there after a restart...
     restart_an_hour_back(&cluster, |_| {});
     let largest = assert_mints_above(&cluster, largest);
-    // ...while the old ones, left behind in postgres and below the ids issued since, are no
-    // longer taken for this server's.
+    // ...while the old ones, left behind in postgres, are no longer taken for this server's:
+    // whatever they hold (a clean stop leaves one past the last id, a crash up to 2 s more, so
+    // they may lie below or above the ids issued since), they are not the ones it wrote last.
     cluster
         .connect()
         .batch_execute("ALTER SYSTEM RESET snowflake.database")
         .unwrap();
     restart_an_hour_back(&cluster, |_| {});
     assert_refused(&cluster, why);
-    let stale: i64 = cluster
+    cluster
         .connect()
-        .query_one(
-            "SELECT mark FROM snowflake_ext_state.marks WHERE worker = 4",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert!(stale < largest, "the old marks were not left behind");
+        .query_one("SELECT snowflake_restore_mark($1::bigint)", &[&largest])
+        .unwrap();
+    assert_mints_above(&cluster, largest);
 }
 
 #[test]
