@@ -213,6 +213,7 @@ impl Writer {
     /// with code 1 so that the postmaster restarts the writer unless the server is stopping.
     pub(super) fn stop(&mut self) -> ! {
         self.shared.writer_latch.store(0, Release);
+        signals::final_write();
         if self.shared.control().state == State::Ready {
             let rows: Vec<(u32, Row)> = self
                 .shared
