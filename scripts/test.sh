@@ -10,7 +10,7 @@
 #   * on 16, 17 and 18: a Citus 14 cluster (coordinator and two workers, tests/citus.rs);
 #   * on 15: real clients (node-postgres, psycopg, SQLAlchemy, Django, from clients/) against
 #     the extension and the portable SQL edition (tests/clients.rs);
-#   * the extension's upgrade from 0.1.0 and 0.2.0, pg_upgrade from 15 to 18, and of the portable
+#   * the extension's upgrade from 0.1.0, 0.2.0 and 0.3.0, pg_upgrade from 15 to 18, and of the portable
 #     edition from 14 to 18 (tests/upgrade.rs);
 #   * the Debian packages and the PGXN distribution, built and checked (scripts/package,
 #     tests/packages.rs);
@@ -95,7 +95,7 @@ for major in "${CITUS_MAJORS[@]}"; do
   step "PostgreSQL $major: a Citus cluster" it_tests "$major" "${CITUS[@]}"
 done
 step "PostgreSQL 15: node-postgres, psycopg, SQLAlchemy, Django" it_tests 15 "${CLIENTS[@]}"
-step "extension upgrades from 0.1.0 and 0.2.0; pg_upgrade 15 to 18, 14 to 18" it_tests 15 upgrade
+step "extension upgrades from 0.1.0, 0.2.0, 0.3.0; pg_upgrade 15 to 18, 14 to 18" it_tests 15 upgrade
 step "packages: build (scripts/package) and check" bash -c \
   'scripts/package >/tmp/snowflake_ext-package.log 2>&1 || { cat /tmp/snowflake_ext-package.log; exit 1; }
    PG_MAJOR=15 cargo test -q --no-default-features --features "pg15 pg_test" --test packages'

@@ -367,6 +367,90 @@ fn a_time_partitioned_distributed_table_is_pruned(c: &mut Client) {
     );
 }
 
+/// A cluster whose nodes have the worker ids `ids` set by hand, with `events` distributed on
+/// its id.
+fn citus_by_hand(name: &str, ids: [i32; 3]) -> Citus {
+    let cluster = citus(name, |i| vec![format!("snowflake.worker_id={}", ids[i])]);
+    cluster.nodes[0]
+        .connect()
+        .batch_execute(
+            "SET citus.shard_count = 8;
+             CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+                                  client int NOT NULL, how text NOT NULL);
+             SELECT create_distributed_table('events', 'id');",
+        )
+        .unwrap();
+    cluster
+}
+
+#[test]
+fn a_shard_is_refused_by_the_guard_and_by_snowflake_adopt_naming_its_distributed_table() {
+    let cluster = citus_by_hand("citus-shards", [10, 11, 12]);
+    cluster.nodes[0]
+        .connect()
+        .batch_execute(
+            "CREATE TABLE legacy (id bigserial PRIMARY KEY, payload text);
+             SELECT create_distributed_table('legacy', 'id');",
+        )
+        .unwrap();
+    let worker = &cluster.nodes[1];
+    let mut c = worker.connect();
+    let shard_of = |c: &mut Client, table: &str| -> String {
+        c.query_one(
+            "SELECT shard_name::text FROM citus_shards
+              WHERE table_name = $1::text::regclass AND nodeport = $2 ORDER BY shardid LIMIT 1",
+            &[&table, &i32::from(worker.port)],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let (events_shard, legacy_shard) = (shard_of(&mut c, "events"), shard_of(&mut c, "legacy"));
+    // As an application sees the node (Citus hides shards from its catalog queries), and with
+    // the shards shown, where the guard used to put its trigger on the shard.
+    for show in ["", "*"] {
+        c.batch_execute(&format!(
+            "SET citus.show_shards_for_app_name_prefixes = '{show}'"
+        ))
+        .unwrap();
+        let e = error_of(&mut c, &format!("SELECT snowflake_guard('{events_shard}')"));
+        assert_eq!(e.code, "0A000", "{e:?}");
+        assert!(
+            e.message.contains(&format!(
+                "relation public.{events_shard} is a shard of the Citus table public.events"
+            )),
+            "{e:?}"
+        );
+        assert!(e.detail.as_deref().unwrap_or("").contains("moves"), "{e:?}");
+        assert!(
+            e.hint.as_deref().unwrap_or("").contains("public.events"),
+            "{e:?}"
+        );
+        let e = error_of(
+            &mut c,
+            &format!("SELECT snowflake_adopt('{legacy_shard}', 'id')"),
+        );
+        assert_eq!(e.code, "0A000", "{e:?}");
+        assert!(
+            e.message.contains(&format!(
+                "relation public.{legacy_shard} is a shard of the Citus table public.legacy"
+            )),
+            "{e:?}"
+        );
+        assert!(
+            e.hint.as_deref().unwrap_or("").contains("public.legacy"),
+            "{e:?}"
+        );
+    }
+    let triggers: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_trigger WHERE tgname = 'snowflake_guard'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(triggers, 0, "a guard was put on a shard");
+}
+
 #[test]
 fn citus_nodes_with_leased_worker_ids_keep_every_id_through_shard_moves_and_a_rebalance() {
     let registry = registry("citus-registry");
