@@ -93,4 +93,6 @@ pub struct Control {
     pub mailbox: crate::mailbox::Mailbox,
     /// The lease of a worker id from the registry (`lease.rs`).
     pub lease: crate::lease::Status,
+    /// What the Citus check last found (`citus.rs`).
+    pub citus: crate::citus::Status,
 }
