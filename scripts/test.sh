@@ -12,7 +12,7 @@
 #     the extension and the portable SQL edition (tests/clients.rs);
 #   * on 18: the nemesis, a registry and four leasing servers under 90 s of random faults
 #     (tests/nemesis.rs);
-#   * the extension's upgrade from 0.1.0 and 0.2.0, pg_upgrade from 15 to 18, and of the portable
+#   * the extension's upgrade from 0.1.0, 0.2.0 and 0.3.0, pg_upgrade from 15 to 18, and of the portable
 #     edition from 14 to 18 (tests/upgrade.rs);
 #   * the Debian packages and the PGXN distribution, built and checked (scripts/package,
 #     tests/packages.rs);
@@ -101,7 +101,7 @@ for major in "${CITUS_MAJORS[@]}"; do
 done
 step "PostgreSQL 15: node-postgres, psycopg, SQLAlchemy, Django" it_tests 15 "${CLIENTS[@]}"
 step "PostgreSQL 18: the nemesis (leases under random faults)" it_tests 18 "${NEMESIS[@]}"
-step "extension upgrades from 0.1.0 and 0.2.0; pg_upgrade 15 to 18, 14 to 18" it_tests 15 upgrade
+step "extension upgrades from 0.1.0, 0.2.0, 0.3.0; pg_upgrade 15 to 18, 14 to 18" it_tests 15 upgrade
 step "packages: build (scripts/package) and check" bash -c \
   'scripts/package >/tmp/snowflake_ext-package.log 2>&1 || { cat /tmp/snowflake_ext-package.log; exit 1; }
    PG_MAJOR=15 cargo test -q --no-default-features --features "pg15 pg_test" --test packages'

@@ -30,12 +30,30 @@ DECLARE
     floor_id bigint;
     owned_seq text;
     citus_table boolean;
+    shard_of text;
 BEGIN
     -- The arguments, before any lock.
     IF tbl IS NULL OR col IS NULL THEN
         RAISE EXCEPTION 'snowflake_adopt needs a table and a column, not NULL'
             USING ERRCODE = 'null_value_not_allowed',
                   HINT = 'Call it as snowflake_adopt(''my_table'', ''id'').';
+    END IF;
+    -- A shard of a Citus table, on a node that holds it: first, because Citus hides shards from
+    -- queries on pg_class (the lookup below would find no relation).
+    IF pg_catalog.to_regprocedure('pg_catalog.relation_is_a_known_shard(pg_catalog.regclass)') IS NOT NULL THEN
+        EXECUTE 'SELECT pg_catalog.format(''%I.%I'', n.nspname, c.relname)
+                   FROM pg_catalog.pg_dist_shard s
+                   JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) s.logicalrelid
+                   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+                  WHERE s.shardid OPERATOR(pg_catalog.=) pg_catalog.substring($1::pg_catalog.text, ''_([0-9]+)"?$'')::pg_catalog.int8
+                    AND pg_catalog.relation_is_a_known_shard($1)'
+           INTO shard_of USING tbl;
+    END IF;
+    IF shard_of IS NOT NULL THEN
+        RAISE EXCEPTION 'relation % is a shard of the Citus table %: snowflake_adopt cannot move it onto snowflake ids', tbl, shard_of
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = pg_catalog.format('A shard follows its distributed table: Citus makes its copies from the definition of %s, and the rows of %s may be inserted through any node of the cluster.', shard_of, shard_of),
+                  HINT = pg_catalog.format('Create a new table whose key defaults to snowflake_nextval(), distribute it, and copy the rows of %s into it with INSERT ... SELECT: new ids are above every bigserial value.', shard_of);
     END IF;
     SELECT c.oid, c.relkind, c.relowner,
            pg_catalog.format('%I.%I', n.nspname, c.relname) AS name

@@ -21,6 +21,7 @@ DECLARE
     target name;
     found record;
     citus_table boolean;
+    shard_of text;
 BEGIN
     IF tbl IS NULL OR on_local_worker IS NULL THEN
         RAISE EXCEPTION 'snowflake_guard needs a table'
@@ -31,6 +32,24 @@ BEGIN
         RAISE EXCEPTION 'on_local_worker must be ''error'' or ''warning'', not ''%''', on_local_worker
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = '''error'' stops the replication at the first such row; ''warning'' lets it through, logged and counted.';
+    END IF;
+    -- A shard of a Citus table, on a node that holds it. First, because Citus hides shards from
+    -- queries on pg_class (the lookup below would call it no table at all); Citus itself tells
+    -- a shard (named for its table and shard id) from any other relation.
+    IF pg_catalog.to_regprocedure('pg_catalog.relation_is_a_known_shard(pg_catalog.regclass)') IS NOT NULL THEN
+        EXECUTE 'SELECT pg_catalog.format(''%I.%I'', n.nspname, c.relname)
+                   FROM pg_catalog.pg_dist_shard s
+                   JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) s.logicalrelid
+                   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+                  WHERE s.shardid OPERATOR(pg_catalog.=) pg_catalog.substring($1::pg_catalog.text, ''_([0-9]+)"?$'')::pg_catalog.int8
+                    AND pg_catalog.relation_is_a_known_shard($1)'
+           INTO shard_of USING tbl;
+    END IF;
+    IF shard_of IS NOT NULL THEN
+        RAISE EXCEPTION 'relation % is a shard of the Citus table %: snowflake_guard cannot guard it', tbl, shard_of
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = pg_catalog.format('Citus makes, moves, splits and drops shards itself: a trigger put on one shard is not on the copy Citus makes when it moves or splits the shard, so it would be lost, and rows of %s reach its other shards, on other nodes.', shard_of),
+                  HINT = pg_catalog.format('%s needs no guard inside the cluster: every node mints with a worker id of its own, and nodes given one by hand compare theirs before they mint (snowflake_status() on each node). Guard the tables that logical replication fills, on the server outside Citus where the rows arrive.', shard_of);
     END IF;
     SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) INTO rel
       FROM pg_catalog.pg_class c

@@ -102,4 +102,6 @@ pub struct Control {
     /// Whether `registry_seen` was read from the marks table (or there is none): the keeper
     /// claims nothing before, so that a server never passes for one that never leased.
     pub registry_seen_known: bool,
+    /// What the Citus check last found (`citus.rs`).
+    pub citus: crate::citus::Status,
 }

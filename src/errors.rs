@@ -216,6 +216,53 @@ pub fn exhausted(worker: u32, layout: &Layout) -> ! {
     )
 }
 
+/// Another node of this Citus cluster has the same worker id (`citus.rs`).
+#[cold]
+pub fn citus_shared_worker(worker: u32, this_node: &str, other_node: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowflake worker {worker} cannot mint ids: Citus node {other_node} has the same \
+             snowflake.worker_id as this node, {this_node}"
+        ),
+        Some(
+            "The rows of every node meet in the cluster's tables, so two nodes with one worker id \
+             would store the same ids. Both refuse to mint with it until one of them has another."
+                .into(),
+        ),
+        &format!(
+            "On one of the two nodes, ALTER SYSTEM SET snowflake.worker_id = <an id no node of the \
+             cluster has>; SELECT pg_reload_conf(); (SELECT * FROM run_command_on_all_nodes('SHOW \
+             snowflake.worker_id') lists them), or let every node lease one from a registry with \
+             snowflake.worker_id = 'auto'. This node mints with {worker} again within seconds of the \
+             change."
+        ),
+    )
+}
+
+/// This node's worker id could not be compared with every Citus node's (`citus.rs`).
+#[cold]
+pub fn citus_unverified(worker: u32, why: String) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("snowflake worker {worker} cannot mint ids: {why}"),
+        Some(
+            "On Citus, a node mints with a worker id set by hand only once every node of the \
+             cluster has answered that it has another: a node that does not answer could be minting \
+             with the same one."
+                .into(),
+        ),
+        &format!(
+            "Bring the node back, or take it out of the cluster (citus_disable_node, \
+             citus_remove_node); the \"snowflake_ext Citus check\" background worker compares from \
+             database \"{}\" (snowflake.database, which must have the citus extension) through \
+             Citus's own connections, and needs a slot in max_worker_processes. Or let every node \
+             lease its worker id with snowflake.worker_id = 'auto'.",
+            crate::settings::database()
+        ),
+    )
+}
+
 /// The marks are not there to issue below: the writer's state says why.
 #[cold]
 pub fn no_marks(worker: u32, why: String, hint: &str) -> ! {

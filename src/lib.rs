@@ -83,7 +83,8 @@
 //! glue here: `shmem.rs`, `control.rs` (the writer's state), `mailbox.rs` (an administrator's
 //! requests to the writer), `writer/` (the mark writer: its loop, signals, latch, session,
 //! loading, writing, requests), `lease/` (worker ids leased from a registry, and the lease
-//! keeper), `marks_table.rs`, `token_file.rs`, `wait.rs`, `clock.rs`,
+//! keeper), `citus.rs` (the nodes of a Citus cluster compare their hand-set worker ids),
+//! `marks_table.rs`, `token_file.rs`, `wait.rs`, `clock.rs`,
 //! `settings.rs` (GUCs), `errors.rs` (every user-facing error), `time_filter.rs` (the planner
 //! hook for time filters), `id_columns.rs` (which columns of a table hold ids), and the SQL
 //! functions in `nextval.rs`, `lastval.rs`, `decode.rs`, `text.rs` (text forms and the
@@ -95,6 +96,7 @@ use pgrx::prelude::*;
 pub mod admin;
 pub mod adopt;
 pub mod bench_floor;
+pub mod citus;
 pub mod clock;
 pub mod compat;
 pub mod control;
@@ -138,6 +140,7 @@ pub extern "C-unwind" fn _PG_init() {
         shmem::request();
         writer::register();
         lease::register();
+        citus::register();
     }
 }
 

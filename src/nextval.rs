@@ -111,13 +111,18 @@ fn worker_arg(worker: Option<i32>, layout: &Layout) -> u32 {
 }
 
 /// The worker of `snowflake_nextval()` without arguments: `snowflake.worker_id`, or under
-/// `auto` the worker id leased from the registry. One load either way.
+/// `auto` the worker id leased from the registry. One load either way; a worker id set by hand
+/// one more, on Citus, to know that no other node of the cluster has it (`citus.rs`).
 #[inline]
 fn configured_worker(shared: &Shared) -> u32 {
     match settings::worker() {
         settings::AUTO => crate::lease::worker(shared),
         settings::UNSET => errors::worker_id_unset(),
-        worker => worker as u32,
+        worker => {
+            let worker = worker as u32;
+            crate::citus::ensure(shared, worker);
+            worker
+        }
     }
 }
 

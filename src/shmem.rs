@@ -43,6 +43,9 @@ pub struct Shared {
     /// Drawn when the segment is made, at each start of the postmaster (and after a crash):
     /// tells the registry this run of the server from an earlier one.
     pub boot: AtomicU64,
+    /// Whether this node may mint with its hand-set worker id on Citus (`citus.rs`): read by
+    /// every `snowflake_nextval()`, on a cache line of its own.
+    pub citus: crate::citus::CitusShared,
     control: UnsafeCell<Control>,
     workers: usize,
 }
@@ -138,6 +141,7 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
                 postmaster_nudged_at: AtomicU64::new(0),
                 lease: crate::lease::LeaseShared::new(),
                 boot: AtomicU64::new(crate::clock::random_u64()),
+                citus: crate::citus::CitusShared::new(),
                 control: UnsafeCell::new(Control::default()),
                 workers,
             });
@@ -162,6 +166,13 @@ pub fn shared() -> &'static Shared {
     // SAFETY: set once the segment is initialised, and the segment lives as long as the
     // process.
     unsafe { &*shared }
+}
+
+/// The shared state, if this process has it: for callbacks that must not raise an error.
+pub fn try_shared() -> Option<&'static Shared> {
+    let shared = SHARED.load(Acquire);
+    // SAFETY: as in `shared`.
+    (!shared.is_null()).then(|| unsafe { &*shared })
 }
 
 impl Shared {

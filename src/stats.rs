@@ -139,7 +139,10 @@ fn snowflake_status() -> TableIterator<
             "standby",
             Some("in recovery: the primary mints; this server replays its marks".to_string()),
         ),
-        State::Ready => ("ready", failure),
+        State::Ready => (
+            "ready",
+            failure.or_else(|| crate::citus::conflict_detail(shared)),
+        ),
         State::Starting => ("starting", failure.or((!why.is_empty()).then_some(why))),
         State::InDoubt if hint.is_empty() => ("in doubt", Some(why)),
         State::InDoubt => ("in doubt", Some(format!("{why}. {hint}"))),

@@ -48,7 +48,8 @@ fn bad_text(input: &str, form: Form, why: BadText) -> ! {
     errors::raise(
         PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
         format!(
-            "invalid snowflake id in {form:?} form: \"{}\"",
+            "invalid snowflake id in {} form: \"{}\"",
+            form.name(),
             shortened(input)
         ),
         Some(format!("It is not an id because {why}.")),

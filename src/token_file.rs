@@ -53,7 +53,23 @@ pub fn write(value: &Recorded) -> io::Result<()> {
     match read() {
         TokenFile::Token(t) if t == *value => Ok(()),
         other => Err(io::Error::other(format!(
-            "{PATH} reads back as {other:?} after writing {value:?}"
+            "{PATH} did not read back as written (marks table token {:016x}, generation {}): it {}",
+            value.identity.token,
+            value.generation,
+            describe(&other)
         ))),
+    }
+}
+
+/// What a read of the token file found, as the end of a sentence about it ("it ...").
+pub fn describe(file: &TokenFile) -> String {
+    match file {
+        TokenFile::Absent => "is missing".into(),
+        TokenFile::Token(t) => format!(
+            "records marks table token {:016x} (database OID {}, table OID {}) at generation {}",
+            t.identity.token, t.identity.database, t.identity.table, t.generation
+        ),
+        TokenFile::Unreadable(e) => format!("cannot be read: {e}"),
+        TokenFile::Invalid(why) => why.to_string(),
     }
 }

@@ -44,12 +44,13 @@ pub fn for_marks(shared: &Shared, worker: u32, since: Instant) {
     }
     if since.elapsed() > MARK_WAIT_LIMIT {
         let why = match (state, failure) {
+            (State::Starting, failure) => format!(
+                "the mark writer has not loaded the marks after {} s{}",
+                MARK_WAIT_LIMIT.as_secs(),
+                failure.map(|f| format!(": {f}")).unwrap_or_default()
+            ),
             (_, Some(failure)) => format!(
                 "its high-water mark could not be written for {} s: {failure}",
-                MARK_WAIT_LIMIT.as_secs()
-            ),
-            (State::Starting, None) => format!(
-                "the mark writer has not loaded the marks after {} s",
                 MARK_WAIT_LIMIT.as_secs()
             ),
             _ => format!(

@@ -367,6 +367,291 @@ fn a_time_partitioned_distributed_table_is_pruned(c: &mut Client) {
     );
 }
 
+/// A cluster whose nodes have the worker ids `ids` set by hand, with `events` distributed on
+/// its id.
+fn citus_by_hand(name: &str, ids: [i32; 3]) -> Citus {
+    let cluster = citus(name, |i| vec![format!("snowflake.worker_id={}", ids[i])]);
+    cluster.nodes[0]
+        .connect()
+        .batch_execute(
+            "SET citus.shard_count = 8;
+             CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+                                  client int NOT NULL, how text NOT NULL);
+             SELECT create_distributed_table('events', 'id');",
+        )
+        .unwrap();
+    cluster
+}
+
+/// `host:port` of a node, as the Citus check names it.
+fn address(node: &Cluster) -> String {
+    format!("127.0.0.1:{}", node.port)
+}
+
+/// Runs `sql` on `node`, which must refuse because another node, `other`, has its worker id:
+/// 55000, both nodes named, a hint that says how to change one.
+fn assert_refused_for_sharing(node: &Cluster, other: &Cluster, sql: &str) {
+    let e = error_of(&mut node.connect(), sql);
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(
+        e.message
+            .contains(&format!("Citus node {} (node", address(other)))
+            && e.message
+                .contains(&format!("this node, {} (node", address(node))),
+        "{e:?}"
+    );
+    assert!(
+        e.hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("snowflake.worker_id"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_shard_is_refused_by_the_guard_and_by_snowflake_adopt_naming_its_distributed_table() {
+    let cluster = citus_by_hand("citus-shards", [10, 11, 12]);
+    cluster.nodes[0]
+        .connect()
+        .batch_execute(
+            "CREATE TABLE legacy (id bigserial PRIMARY KEY, payload text);
+             SELECT create_distributed_table('legacy', 'id');",
+        )
+        .unwrap();
+    let worker = &cluster.nodes[1];
+    let mut c = worker.connect();
+    let shard_of = |c: &mut Client, table: &str| -> String {
+        c.query_one(
+            "SELECT shard_name::text FROM citus_shards
+              WHERE table_name = $1::text::regclass AND nodeport = $2 ORDER BY shardid LIMIT 1",
+            &[&table, &i32::from(worker.port)],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let (events_shard, legacy_shard) = (shard_of(&mut c, "events"), shard_of(&mut c, "legacy"));
+    // As an application sees the node (Citus hides shards from its catalog queries), and with
+    // the shards shown, where the guard used to put its trigger on the shard.
+    for show in ["", "*"] {
+        c.batch_execute(&format!(
+            "SET citus.show_shards_for_app_name_prefixes = '{show}'"
+        ))
+        .unwrap();
+        let e = error_of(&mut c, &format!("SELECT snowflake_guard('{events_shard}')"));
+        assert_eq!(e.code, "0A000", "{e:?}");
+        assert!(
+            e.message.contains(&format!(
+                "relation public.{events_shard} is a shard of the Citus table public.events"
+            )),
+            "{e:?}"
+        );
+        assert!(e.detail.as_deref().unwrap_or("").contains("moves"), "{e:?}");
+        assert!(
+            e.hint.as_deref().unwrap_or("").contains("public.events"),
+            "{e:?}"
+        );
+        let e = error_of(
+            &mut c,
+            &format!("SELECT snowflake_adopt('{legacy_shard}', 'id')"),
+        );
+        assert_eq!(e.code, "0A000", "{e:?}");
+        assert!(
+            e.message.contains(&format!(
+                "relation public.{legacy_shard} is a shard of the Citus table public.legacy"
+            )),
+            "{e:?}"
+        );
+        assert!(
+            e.hint.as_deref().unwrap_or("").contains("public.legacy"),
+            "{e:?}"
+        );
+    }
+    let triggers: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_trigger WHERE tgname = 'snowflake_guard'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(triggers, 0, "a guard was put on a shard");
+}
+
+#[test]
+fn two_nodes_given_one_worker_id_by_hand_both_refuse_before_any_row_until_one_changes() {
+    let cluster = citus_by_hand("citus-shared-id", [10, 11, 11]);
+    let [coordinator, one, two] = [&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]];
+    // At once, before any row: neither node mints with worker 11, each naming both.
+    let insert = "INSERT INTO events (client, how) VALUES (0, 'shared') RETURNING id";
+    assert_refused_for_sharing(one, two, insert);
+    assert_refused_for_sharing(two, one, insert);
+    assert_refused_for_sharing(two, one, "SELECT snowflake_nextval()");
+    let status: Option<String> = one
+        .connect()
+        .query_one("SELECT detail FROM snowflake_status()", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        status.is_some_and(|d| d.contains(&address(two))),
+        "snowflake_status() does not say why"
+    );
+    let id: i64 = coordinator.connect().query_one(insert, &[]).unwrap().get(0);
+    assert_eq!(worker_of(id), 10);
+    let shared: i64 = coordinator
+        .connect()
+        .query_one(
+            "SELECT count(*) FROM events WHERE id >> 12 & 1023 = 11",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(shared, 0, "a row of worker 11 was stored");
+
+    // One of them gets another worker id: both mint again, each with its own.
+    two.set_and_reload("snowflake.worker_id", "12");
+    let minted = |node: &Cluster| {
+        let mut c = node.connect();
+        wait_for("the node to mint again", PATIENCE, || {
+            c.query_one(insert, &[]).ok().map(|r| worker_of(r.get(0)))
+        })
+    };
+    assert_eq!(minted(two), 12);
+    assert_eq!(minted(one), 11);
+}
+
+/// Clients that insert through `node` until `stop`; each returns the ids it got and how many
+/// inserts failed: refused (55000), or not sent to a node being restarted (the connection
+/// errors of class 08). Any other error fails the test.
+fn inserting(
+    node: &Cluster,
+    clients: i32,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<(Vec<i64>, usize)>> {
+    (0..clients)
+        .map(|client| {
+            let conninfo = node.conninfo("postgres");
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(&conninfo, postgres::NoTls).unwrap();
+                let (mut got, mut refused) = (Vec::new(), 0);
+                while !stop.load(Ordering::SeqCst) {
+                    match c.query(
+                        "INSERT INTO events (client, how)
+                         SELECT $1, 'load' FROM generate_series(1, 20) RETURNING id",
+                        &[&client],
+                    ) {
+                        Ok(rows) => got.extend(rows.iter().map(|r| r.get::<_, i64>(0))),
+                        Err(e) => {
+                            let code = e.as_db_error().map(|d| d.code().code().to_string());
+                            assert!(
+                                code.as_deref() == Some("55000")
+                                    || code.as_deref().is_some_and(|c| c.starts_with("08")),
+                                "{e}"
+                            );
+                            refused += 1;
+                        }
+                    }
+                }
+                (got, refused)
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_node_started_with_another_nodes_worker_id_refuses_before_its_first_row() {
+    let cluster = citus_by_hand("citus-restart-shared", [10, 11, 12]);
+    let [_, one, two] = [&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]];
+    // Clients insert through the coordinator and node one all along.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = inserting(&cluster.nodes[0], 2, &stop);
+    clients.extend(inserting(one, 2, &stop));
+    // Node two is given node one's worker id by hand, and restarted.
+    two.connect()
+        .batch_execute("ALTER SYSTEM SET snowflake.worker_id = '11'")
+        .unwrap();
+    two.stop();
+    two.start();
+    // Its first insert is refused, naming both; node one stops minting with 11 too, at its
+    // next comparison.
+    let insert = "INSERT INTO events (client, how) VALUES (9, 'node two') RETURNING id";
+    assert_refused_for_sharing(two, one, insert);
+    let mut c = one.connect();
+    wait_until("node one to refuse worker 11 too", PATIENCE, || {
+        c.query_one("SELECT snowflake_nextval()", &[]).is_err()
+    });
+    assert_refused_for_sharing(one, two, "SELECT snowflake_nextval()");
+    stop.store(true, Ordering::SeqCst);
+    let mut all = Vec::new();
+    for t in clients {
+        all.extend(t.join().unwrap().0);
+    }
+    // Every row is one of the clients', none twice, and none came from node two.
+    assert_no_duplicates(&all);
+    let (rows, from_two): (i64, i64) = {
+        let r = cluster.nodes[0]
+            .connect()
+            .query_one(
+                "SELECT count(*), count(*) FILTER (WHERE how = 'node two') FROM events",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(rows, all.len() as i64);
+    assert_eq!(from_two, 0);
+}
+
+#[test]
+fn a_worker_id_reloaded_to_another_nodes_is_refused_at_the_first_call() {
+    let cluster = citus_by_hand("citus-reload-shared", [10, 11, 12]);
+    let [_, one, two] = [&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]];
+    let mut session = two.connect();
+    let before: i64 = session
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker_of(before), 12);
+    two.set_and_reload("snowflake.worker_id", "11");
+    // A session that was open, and a new one: the first call with 11 is refused.
+    assert_refused_for_sharing(two, one, "SELECT snowflake_nextval()");
+    let e = error_of(&mut session, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+}
+
+#[test]
+fn a_node_that_does_not_answer_keeps_a_restarted_node_from_minting_until_it_does() {
+    let cluster = citus_by_hand("citus-silent", [10, 11, 12]);
+    let [_, one, two] = [&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]];
+    two.stop();
+    one.stop();
+    one.start();
+    // Node two may be minting with any worker id: node one cannot know that it has not 11.
+    let e = error_of(&mut one.connect(), "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(
+        e.message
+            .contains(&format!("Citus node {} (node", address(two)))
+            && e.message.contains("did not answer"),
+        "{e:?}"
+    );
+    assert!(
+        e.hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("citus_remove_node"),
+        "{e:?}"
+    );
+    two.start();
+    let mut c = one.connect();
+    let id = wait_for("node one to mint once node two answers", PATIENCE, || {
+        c.query_one("SELECT snowflake_nextval()", &[])
+            .ok()
+            .map(|r| r.get::<_, i64>(0))
+    });
+    assert_eq!(worker_of(id), 11);
+}
+
 #[test]
 fn citus_nodes_with_leased_worker_ids_keep_every_id_through_shard_moves_and_a_rebalance() {
     let registry = registry("citus-registry");

@@ -107,6 +107,53 @@ fn a_clean_stop_and_a_restart_an_hour_back_never_repeats_ids() {
     });
 }
 
+/// The tick of an id of the default layout (time and sequence, as its worker counts them).
+fn tick_of(id: i64) -> i64 {
+    ((id >> 22) << 12) | (id & 4095)
+}
+
+#[test]
+fn a_clean_stop_resumes_one_past_the_last_id_every_time() {
+    let mut cluster = Cluster::new("clean-stop-exact", &["snowflake.worker_id=3"]);
+    cluster.use_faketime();
+    cluster.start();
+    cluster
+        .connect()
+        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    // Each start is an hour back, so the clock is behind the ids and a restarted worker
+    // continues from its mark, which a clean stop leaves one past its last id. Several stops:
+    // the postmaster signals the mark writer twice at each, and the second must not cancel the
+    // final marks.
+    for round in 0..8 {
+        let mut c = cluster.connect();
+        let issued = ids(
+            &mut c,
+            "SELECT snowflake_nextval() FROM generate_series(1, 5000)",
+        );
+        let last = *issued.last().unwrap();
+        drop(c);
+        restart_an_hour_back(&cluster, Cluster::stop);
+        let first: i64 = cluster
+            .connect()
+            .query_one("SELECT snowflake_nextval()", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            tick_of(first),
+            tick_of(last) + 1,
+            "round {round}: the first id after a clean stop, {first}, is not the one after the last, {last}"
+        );
+    }
+    assert!(
+        !cluster
+            .log()
+            .contains("could not write the final high-water marks"),
+        "{}",
+        cluster.log()
+    );
+}
+
 #[test]
 fn a_backend_killed_mid_stream_never_repeats_ids() {
     survives("kill-backend", |cluster| {

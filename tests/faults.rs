@@ -127,12 +127,22 @@ fn the_token_file_or_its_directory_deleted_resumes_above_the_marks_table() {
 fn a_damaged_truncated_or_padded_token_file_refuses_until_restored() {
     let (cluster, mut largest) = prepared("fault-damaged");
     type Damage = fn(&mut Vec<u8>);
-    let damages: [(&str, Damage); 3] = [
-        ("damaged", |b| b[20] ^= 0x55),
-        ("truncated", |b| b.truncate(11)),
-        ("padded", |b| b.extend_from_slice(&[0; 4096])),
+    // Each says what is wrong with the file in words and figures, never Rust's debug text.
+    let damages: [(&str, Damage, &str); 4] = [
+        (
+            "damaged",
+            |b| b[20] ^= 0x55,
+            "does not match its own checksum",
+        ),
+        ("torn", |b| b.truncate(60), "is 60 bytes long, not 64"),
+        ("truncated", |b| b.truncate(11), "is 11 bytes long, not 64"),
+        (
+            "padded",
+            |b| b.extend_from_slice(&[0; 4096]),
+            "is 4160 bytes long, not 64",
+        ),
     ];
-    for (what, damage) in damages {
+    for (what, damage, said) in damages {
         restart_an_hour_back(&cluster, |dir| {
             let mut bytes = std::fs::read(token_file(dir)).unwrap();
             damage(&mut bytes);
@@ -140,7 +150,18 @@ fn a_damaged_truncated_or_padded_token_file_refuses_until_restored() {
         });
         assert_refused(
             &cluster,
-            "the token file snowflake_ext/marks.token is damaged",
+            &format!(
+                "the token file snowflake_ext/marks.token in the data directory is damaged: it {said}"
+            ),
+        );
+        let e = error_of(&mut cluster.connect(), "SELECT snowflake_nextval()");
+        assert!(!e.message.contains('{'), "{what}: {e:?}");
+        assert!(
+            e.hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("snowflake_ext/marks.token"),
+            "{what}: {e:?}"
         );
         let next: i64 = cluster
             .connect()
@@ -156,7 +177,7 @@ fn a_damaged_truncated_or_padded_token_file_refuses_until_restored() {
         );
     }
     // One warning per start in doubt, not a flood.
-    assert!(count_in_log(&cluster, "WARNING:  snowflake: no ids can be minted") <= 3);
+    assert!(count_in_log(&cluster, "WARNING:  snowflake: no ids can be minted") <= 4);
 }
 
 #[test]
@@ -282,11 +303,12 @@ fn refused_writes(cluster: &Cluster, largest: i64, blocked: &str) -> i64 {
             "{e:?}"
         );
     }
-    // The limit itself is timed, as the statement alone: 10 s on the server's clock, looked at
-    // every 200 ms, so 15 s leaves 5 s for a busy machine to raise one error.
+    // What the product promises: a backend gives up only once it has waited the whole 10 s
+    // (the message says so), however fast or busy the machine; how much longer a busy machine
+    // takes to raise the error is not a promise, only that the wait ends.
     assert!(
-        longest < Duration::from_secs(15),
-        "a backend waited {longest:?} for a mark, not 10 s"
+        longest >= Duration::from_secs(10) && longest < PATIENCE,
+        "a backend gave up after {longest:?} waiting for a mark, not 10 s"
     );
     let waited = started.elapsed();
     let detail: String = cluster
@@ -584,23 +606,152 @@ fn snowflake_database_changed_under_existing_marks_refuses_until_set_back_or_res
     // The marks are now the ones in the new database: found there after a restart...
     restart_an_hour_back(&cluster, |_| {});
     let largest = assert_mints_above(&cluster, largest);
-    // ...while the old ones, left behind in postgres and below the ids issued since, are no
-    // longer taken for this server's.
+    // ...while the old ones, left behind in postgres, are no longer taken for this server's:
+    // whatever they hold (a clean stop leaves one past the last id, a crash up to 2 s more, so
+    // they may lie below or above the ids issued since), they are not the ones it wrote last.
     cluster
         .connect()
         .batch_execute("ALTER SYSTEM RESET snowflake.database")
         .unwrap();
     restart_an_hour_back(&cluster, |_| {});
     assert_refused(&cluster, why);
-    let stale: i64 = cluster
+    cluster
+        .connect()
+        .query_one("SELECT snowflake_restore_mark($1::bigint)", &[&largest])
+        .unwrap();
+    assert_mints_above(&cluster, largest);
+}
+
+#[test]
+fn a_server_that_never_minted_mints_after_snowflake_database_changes() {
+    let cluster = Cluster::new("fault-never-minted", &["snowflake.worker_id=4"]);
+    cluster.start();
+    let mut c = cluster.connect();
+    for sql in [
+        "CREATE EXTENSION snowflake_ext",
+        "CREATE DATABASE other",
+        "ALTER SYSTEM SET snowflake.database = 'other'",
+    ] {
+        c.batch_execute(sql).unwrap();
+    }
+    // The mark writer found no marks and is ready: then a clean stop, before any id.
+    wait_until("the mark writer to be ready", PATIENCE, || {
+        status(&cluster).0 == "ready"
+    });
+    cluster.stop();
+    cluster.start();
+    let id: i64 = cluster
+        .connect()
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker_of(id), 4);
+    assert_eq!(status(&cluster), ("ready".into(), "other".into()));
+    // What made it so: the stop left nothing behind that could be taken for marks.
+    let schemas: i64 = cluster
         .connect()
         .query_one(
-            "SELECT mark FROM snowflake_ext_state.marks WHERE worker = 4",
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'snowflake_ext_state'",
             &[],
         )
         .unwrap()
         .get(0);
-    assert!(stale < largest, "the old marks were not left behind");
+    assert_eq!(
+        schemas, 0,
+        "the clean stop wrote marks into database postgres"
+    );
+}
+
+/// A cluster on `faketime` whose marks are in database `marks`, with a table of ids of worker
+/// 4 in database `postgres`; returns it and the largest id issued.
+fn prepared_with_marks_database(name: &str) -> (Cluster, i64) {
+    let mut cluster = Cluster::new(name, &["snowflake.worker_id=4", "snowflake.database=marks"]);
+    cluster.use_faketime();
+    cluster.start();
+    cluster
+        .connect()
+        .batch_execute("CREATE DATABASE marks")
+        .unwrap();
+    // Restarted so that the writer, which failed to connect to the database that did not exist
+    // yet and backs off, connects at once.
+    cluster.stop();
+    cluster.start();
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "CREATE EXTENSION snowflake_ext;
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
+         INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
+    )
+    .unwrap();
+    let largest: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    assert_eq!(status(&cluster), ("ready".into(), "marks".into()));
+    (cluster, largest)
+}
+
+/// Inserts into `t` until one succeeds, and returns its id. While no mark can be written each
+/// attempt fails with 55000 after 10 s, naming the marks database in its hint.
+fn first_id_once_marks_are_written(cluster: &Cluster) -> i64 {
+    let mut c = cluster.connect();
+    wait_for("an id once marks can be written", PATIENCE, || {
+        match c.query_one("INSERT INTO t (v) VALUES (0) RETURNING id", &[]) {
+            Ok(row) => Some(row.get(0)),
+            Err(e) => {
+                let db = e.as_db_error().expect("a server error");
+                assert_eq!(db.code().code(), "55000", "{db:?}");
+                assert!(db.hint().unwrap_or("").contains("\"marks\""), "{db:?}");
+                None
+            }
+        }
+    })
+}
+
+#[test]
+fn the_marks_database_dropped_and_created_again_while_running_gets_the_marks_from_memory() {
+    let (cluster, largest) = prepared_with_marks_database("fault-dropdb-live");
+    let mut c = cluster.connect();
+    c.batch_execute("DROP DATABASE marks WITH (FORCE)").unwrap();
+    // No id can be minted without a marks database: refused, naming it.
+    let e = error_of(&mut c, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("\"marks\""),
+        "{e:?}"
+    );
+    cluster.wait_for_log("database \"marks\" does not exist");
+    // A new, empty database of that name: nothing in it is read; the mark writer writes the
+    // marks into it from shared memory, which has covered every id since the server started,
+    // and says so.
+    c.batch_execute("CREATE DATABASE marks").unwrap();
+    let first = first_id_once_marks_are_written(&cluster);
+    assert!(first > largest, "{first} is not above {largest}");
+    cluster.wait_for_log("was dropped and created again while the server ran");
+    let largest = assert_mints_above(&cluster, first);
+    // From then on they are this server's marks: a restart an hour back continues above.
+    restart_an_hour_back(&cluster, |_| {});
+    assert_mints_above(&cluster, largest);
+}
+
+#[test]
+fn the_marks_database_dropped_while_running_then_a_crash_refuses_until_restored() {
+    let (cluster, largest) = prepared_with_marks_database("fault-dropdb-crash");
+    let mut c = cluster.connect();
+    c.batch_execute("DROP DATABASE marks WITH (FORCE)").unwrap();
+    cluster.wait_for_log("database \"marks\" does not exist");
+    // A crash before the marks are written anywhere again: shared memory is gone, and a new
+    // database is not the marks this server wrote.
+    cluster.kill_postmaster();
+    cluster.set_clock_offset(-3600);
+    cluster.start();
+    cluster
+        .connect()
+        .batch_execute("CREATE DATABASE marks")
+        .unwrap();
+    assert_refused(&cluster, "is gone");
+    cluster
+        .connect()
+        .query_one("SELECT snowflake_restore_mark($1::bigint)", &[&largest])
+        .unwrap();
+    assert_mints_above(&cluster, largest);
 }
 
 /// Loads the library at the next start of the server, or not (an empty
@@ -618,27 +769,8 @@ fn preload(cluster: &Cluster, on: bool) {
 
 #[test]
 fn the_marks_database_cannot_be_renamed_under_the_writer_and_renamed_while_unloaded_refuses() {
-    let mut cluster = Cluster::new(
-        "fault-rename",
-        &["snowflake.worker_id=4", "snowflake.database=marks"],
-    );
-    cluster.use_faketime();
-    cluster.start();
+    let (cluster, largest) = prepared_with_marks_database("fault-rename");
     let mut c = cluster.connect();
-    c.batch_execute("CREATE DATABASE marks").unwrap();
-    // Restarted so that the writer, which failed to connect to the database that did not exist
-    // yet and backs off, connects at once.
-    cluster.stop();
-    cluster.start();
-    let mut c = cluster.connect();
-    c.batch_execute(
-        "CREATE EXTENSION snowflake_ext;
-         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
-         INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
-    )
-    .unwrap();
-    let largest: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
-    assert_eq!(status(&cluster), ("ready".into(), "marks".into()));
     let in_marks: i64 = cluster
         .connect_to("marks")
         .query_one("SELECT count(*) FROM snowflake_ext_state.marks", &[])

@@ -112,6 +112,15 @@ fn text_forms_sort_like_the_ids_and_read_back() {
         assert!(e.message.contains(bad), "{sql}: {e:?}");
         assert!(e.hint.is_some(), "{sql}: {e:?}");
     }
+    // The form is named as SQL names it.
+    let e = error_of(
+        &mut c,
+        "SELECT snowflake_from_text('0ITkf-wqJlI', 'base62')",
+    );
+    assert!(
+        e.message.starts_with("invalid snowflake id in base62 form"),
+        "{e:?}"
+    );
     // A digit more or less would read as another id: the padded forms take exactly their
     // width, and the hint says so.
     for (sql, bad, shape) in [

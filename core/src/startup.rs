@@ -35,6 +35,9 @@ use crate::token;
 /// server leases from; both are read, and written as format 3.
 pub const FORMAT: i32 = 3;
 
+/// The token file, relative to the data directory, as messages name it.
+pub const TOKEN_FILE: &str = "snowflake_ext/marks.token";
+
 /// The marks table's one header row, and where the table is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meta {
@@ -113,12 +116,12 @@ pub fn decide(found: &Found, file: &TokenFile, legacy: &Legacy, layout: &Layout)
     let recorded = match file {
         TokenFile::Unreadable(e) => {
             return Decision::Doubt(format!(
-                "the token file snowflake_ext/marks.token cannot be read ({e})"
+                "the token file {TOKEN_FILE} in the data directory cannot be read ({e})"
             ))
         }
         TokenFile::Invalid(why) => {
             return Decision::Doubt(format!(
-                "the token file snowflake_ext/marks.token is damaged ({why:?})"
+                "the token file {TOKEN_FILE} in the data directory is damaged: it {why}"
             ))
         }
         TokenFile::Absent => None,

@@ -24,6 +24,15 @@ pub enum Form {
 impl Form {
     pub const NAMES: &'static str = "decimal, base32, base62";
 
+    /// The form's name, as SQL functions take it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Form::Decimal => "decimal",
+            Form::Base32 => "base32",
+            Form::Base62 => "base62",
+        }
+    }
+
     pub fn parse(name: &str) -> Option<Form> {
         match name.to_ascii_lowercase().as_str() {
             "decimal" | "dec" => Some(Form::Decimal),

@@ -43,13 +43,46 @@ pub struct Recorded {
 /// Why the bytes are not a token file this version can read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Invalid {
-    /// Shorter or longer than a token file, or with another magic: torn, truncated, padded or
-    /// foreign.
+    /// It starts as a token file does (or is empty), but is shorter or longer than its format:
+    /// torn, truncated or padded.
+    WrongLength { len: usize, expected: usize },
+    /// It does not start with the magic: another file, or its start overwritten.
     NotATokenFile { len: usize },
     /// Written by a newer version of the extension.
     UnknownFormat(u32),
     /// The checksum does not match: damaged.
     Damaged,
+}
+
+/// What is wrong, as the end of a sentence about the file: "the token file ... {this}". Users
+/// read it in errors and in the log, so it says what was found and what it means, never Rust's
+/// debug form.
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Invalid::WrongLength { len: 0, .. } => f.write_str("is empty (truncated)"),
+            Invalid::WrongLength { len, expected } if len < expected => {
+                write!(f, "is {len} bytes long, not {expected} (torn or truncated)")
+            }
+            Invalid::WrongLength { len, expected } => write!(
+                f,
+                "is {len} bytes long, not {expected} (something was written past its end)"
+            ),
+            Invalid::NotATokenFile { len } => write!(
+                f,
+                "does not start with a token file's signature (it is {len} bytes long), so \
+                 another file took its place or its start was overwritten"
+            ),
+            Invalid::UnknownFormat(format) => write!(
+                f,
+                "is in format {format}, written by a newer snowflake_ext (this one reads formats \
+                 1 and {FORMAT})"
+            ),
+            Invalid::Damaged => f.write_str(
+                "does not match its own checksum, so its contents were changed or damaged",
+            ),
+        }
+    }
 }
 
 /// FNV-1a: enough to tell a damaged file from a whole one.
@@ -75,8 +108,16 @@ pub fn encode(recorded: &Recorded) -> [u8; LEN] {
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Recorded, Invalid> {
-    if bytes.len() < 12 || &bytes[..8] != MAGIC {
+    let start = bytes.len().min(MAGIC.len());
+    if bytes[..start] != MAGIC[..start] {
         return Err(Invalid::NotATokenFile { len: bytes.len() });
+    }
+    if bytes.len() < 12 {
+        // The magic, or the start of it, and no format: cut short.
+        return Err(Invalid::WrongLength {
+            len: bytes.len(),
+            expected: LEN,
+        });
     }
     let format = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
     let body = match format {
@@ -85,7 +126,10 @@ pub fn decode(bytes: &[u8]) -> Result<Recorded, Invalid> {
         _ => return Err(Invalid::UnknownFormat(format)),
     };
     if bytes.len() != body + 8 {
-        return Err(Invalid::NotATokenFile { len: bytes.len() });
+        return Err(Invalid::WrongLength {
+            len: bytes.len(),
+            expected: body + 8,
+        });
     }
     if checksum(&bytes[..body]).to_le_bytes() != bytes[body..] {
         return Err(Invalid::Damaged);
@@ -156,12 +200,18 @@ mod tests {
     #[test]
     fn torn_truncated_padded_damaged_and_newer_files_are_refused() {
         let good = encode(&REC);
-        assert_eq!(decode(&good[..20]), Err(Invalid::NotATokenFile { len: 20 }));
-        assert_eq!(decode(&good[..48]), Err(Invalid::NotATokenFile { len: 48 }));
-        assert_eq!(decode(&[]), Err(Invalid::NotATokenFile { len: 0 }));
+        let short = |len| Err(Invalid::WrongLength { len, expected: LEN });
+        assert_eq!(decode(&good[..20]), short(20));
+        assert_eq!(decode(&good[..48]), short(48));
+        assert_eq!(decode(&good[..5]), short(5));
+        assert_eq!(decode(&[]), short(0));
         let mut padded = good.to_vec();
         padded.extend_from_slice(&[0; 100]);
-        assert_eq!(decode(&padded), Err(Invalid::NotATokenFile { len: 164 }));
+        assert_eq!(decode(&padded), short(164));
+        assert_eq!(
+            decode(b"PGDMP, not a token file"),
+            Err(Invalid::NotATokenFile { len: 23 })
+        );
         for at in [0, 9, 13, 17, 26, 33, 38, 46, 55, 62] {
             let mut bad = good;
             bad[at] ^= 0x40;
@@ -170,5 +220,42 @@ mod tests {
         let mut newer = good;
         newer[8] = 3;
         assert_eq!(decode(&newer), Err(Invalid::UnknownFormat(3)));
+    }
+
+    #[test]
+    fn every_reason_reads_as_a_sentence_with_its_figures() {
+        let said = |why: Invalid| why.to_string();
+        assert_eq!(
+            said(Invalid::WrongLength {
+                len: 60,
+                expected: 64
+            }),
+            "is 60 bytes long, not 64 (torn or truncated)"
+        );
+        assert!(said(Invalid::WrongLength {
+            len: 4160,
+            expected: 64
+        })
+        .contains("4160 bytes"));
+        assert!(said(Invalid::WrongLength {
+            len: 0,
+            expected: 64
+        })
+        .contains("empty"));
+        assert!(said(Invalid::NotATokenFile { len: 7 }).contains("signature"));
+        assert!(said(Invalid::UnknownFormat(3)).contains("format 3"));
+        assert!(said(Invalid::Damaged).contains("checksum"));
+        for why in [
+            Invalid::WrongLength {
+                len: 1,
+                expected: 64,
+            },
+            Invalid::NotATokenFile { len: 1 },
+            Invalid::UnknownFormat(9),
+            Invalid::Damaged,
+        ] {
+            let text = said(why);
+            assert!(!text.contains('{') && !text.contains("Invalid"), "{text}");
+        }
     }
 }

@@ -107,8 +107,10 @@ impl Writer {
             TokenFile::Token(Recorded { key: Some(key), .. }) => key,
             _ => new_key(),
         };
-        let hint = match refusal {
-            Some(Refusal::Untrusted(_)) => marks_table::UNTRUSTED_HINT,
+        let hint = match (refusal, &file) {
+            (Some(Refusal::Untrusted(_)), _) => marks_table::UNTRUSTED_HINT,
+            (_, TokenFile::Invalid(_)) => DAMAGED_TOKEN_FILE_HINT,
+            (_, TokenFile::Unreadable(_)) => UNREADABLE_TOKEN_FILE_HINT,
             _ => "",
         };
         match decision {
@@ -192,6 +194,18 @@ impl Writer {
         }
     }
 }
+
+/// The ways out when the token file is damaged or cannot be read (`decide` refuses for that
+/// before anything else). The writer tries to load the marks again every second meanwhile.
+const DAMAGED_TOKEN_FILE_HINT: &str = "Only the mark writer writes snowflake_ext/marks.token, so \
+    a damaged one means the data directory was damaged or changed by hand: check the disk. Then \
+    find the largest id this server may have issued (for example SELECT max(id) FROM each table) \
+    and run SELECT snowflake_restore_mark(<that id>); as a superuser, which writes the file anew.";
+const UNREADABLE_TOKEN_FILE_HINT: &str = "The server's operating system user must be able to read \
+    and write snowflake_ext/ and snowflake_ext/marks.token in the data directory: fix their owner \
+    or permissions, and the mark writer loads the marks within a second. If the file is lost for \
+    good, run SELECT snowflake_restore_mark(<an id above every id this server issued>); as a \
+    superuser.";
 
 /// The marks in snowflake_ext 0.1.0's state files, if there are any.
 fn read_legacy() -> Legacy {

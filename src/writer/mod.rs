@@ -34,7 +34,7 @@
 mod latch;
 mod load;
 mod requests;
-mod session;
+pub(crate) mod session;
 mod signals;
 mod write;
 
@@ -119,7 +119,7 @@ impl Writer {
         // SAFETY: MyLatch is this process's latch, in its PGPROC in shared memory.
         let latch = unsafe { pg_sys::MyLatch } as usize;
         self.shared.writer_latch.store(latch, Release);
-        session::set_up();
+        session::set_up(NAME);
         mailbox::writer_started(self.shared);
         let restarted = self.shared.control().loaded;
         if restarted {

@@ -30,6 +30,18 @@ pub fn connect(shared: &Shared) {
             exit();
         }
     }
+    if attempts > 1 {
+        // The attempt before failed (with a FATAL, so it could say nothing): a backend that
+        // waits for a mark meanwhile says why none comes.
+        let mut control = shared.control();
+        control.failing = true;
+        control.failures = u64::from(attempts - 1);
+        control.failure.set(&format!(
+            "the mark writer cannot connect to database \"{}\" (snowflake.database); it keeps \
+             trying, up to a minute apart",
+            settings::database()
+        ));
+    }
     let database = std::ffi::CString::new(settings::database()).unwrap_or_default();
     // SAFETY: called once, by a registered background worker with database access, before any
     // transaction. BGWORKER_BYPASS_ALLOWCONN: the owner of the marks database may forbid
@@ -41,7 +53,15 @@ pub fn connect(shared: &Shared) {
             pg_sys::BGWORKER_BYPASS_ALLOWCONN,
         )
     };
-    shared.control().connect_attempts = 0;
+    {
+        let mut control = shared.control();
+        if control.connect_attempts > 1 {
+            control.failing = false;
+            control.failures = 0;
+            control.failure.set("");
+        }
+        control.connect_attempts = 0;
+    }
     override_settings();
 }
 
@@ -49,7 +69,7 @@ pub fn connect(shared: &Shared) {
 /// and role's defaults are in effect from the connection on, and a transaction started under
 /// them could already be stopped (a `transaction_timeout`) or held up (a serializable,
 /// deferrable, read-only default waits for a safe snapshot).
-fn override_settings() {
+pub(crate) fn override_settings() {
     for (name, value) in SETTINGS {
         let name = std::ffi::CString::new(*name).expect("a setting's name");
         let value = std::ffi::CString::new(*value).expect("a setting's value");
@@ -115,7 +135,7 @@ const SETTINGS: &[(&str, &str)] = &[
 /// * every other setting a database or role default changed goes back to its built-in
 ///   default;
 /// * then `SETTINGS` are applied again, in the session.
-pub fn set_up() {
+pub fn set_up(who: &str) {
     let steps: [(&str, fn()); 3] = [
         ("run as the bootstrap superuser", as_bootstrap_superuser),
         ("undo database and role defaults", undo_defaults),
@@ -124,7 +144,7 @@ pub fn set_up() {
     for (what, step) in steps {
         if let Err(e) = transaction(step) {
             crate::errors::warn(
-                format!("snowflake: the {} could not {what}: {e}", super::NAME),
+                format!("snowflake: the {who} could not {what}: {e}"),
                 "It exits and is restarted; until it runs, no ids beyond the current marks are issued.",
             );
             exit();

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 static TERMINATE: AtomicBool = AtomicBool::new(false);
 /// Whether the writer is inside a transaction (see `session::transaction`).
 static IN_TRANSACTION: AtomicBool = AtomicBool::new(false);
+/// Set once the writer writes its final marks (`Writer::stop`): no signal cancels that write.
+static FINAL_WRITE: AtomicBool = AtomicBool::new(false);
 /// Counts SIGTERMs and SIGINTs. Either one cuts short a wait for a synchronous standby, after
 /// which the commit returns as if it were complete: a write during which one arrived is not
 /// trusted (`Writer::write`).
@@ -45,6 +47,17 @@ pub fn set_in_transaction(inside: bool) {
     IN_TRANSACTION.store(inside, SeqCst);
 }
 
+/// From here on the writer writes its final marks, and no signal cancels that. The postmaster
+/// signals each child twice on a shutdown (the process, then its process group), so a second
+/// SIGTERM often lands while the final marks are being written; cancelled, they were not
+/// written, and ids resumed after the restart from the last running mark, up to 2 s ahead,
+/// instead of exactly where they stopped. The final write waits for nothing unbounded: its
+/// commit does not wait for a standby (`synchronous_commit = local`), and a lock for at most
+/// `lock_timeout`.
+pub fn final_write() {
+    FINAL_WRITE.store(true, SeqCst);
+}
+
 /// * SIGTERM: stop at the next safe point;
 /// * SIGINT (`pg_cancel_backend`): noted, since it too ends a wait for a standby;
 /// * SIGHUP: reload the configuration at the next safe point.
@@ -52,7 +65,8 @@ pub fn set_in_transaction(inside: bool) {
 /// Inside a transaction SIGTERM and SIGINT also cancel what the writer waits for (a lock, a
 /// synchronous standby), the way a query cancel would, so that a shutdown is never held up by
 /// a standby that does not answer; outside one there is nothing to cancel, and a pending
-/// cancel would only turn the next log message into an error.
+/// cancel would only turn the next log message into an error; during the final write, which
+/// waits for no standby, nothing is cancelled (`final_write`).
 // SAFETY: installed as a signal handler only; it does nothing a handler may not.
 unsafe extern "C-unwind" fn on_signal(signal: i32) {
     // SAFETY: only async-signal-safe work: atomics, the flags PostgreSQL's own handlers set,
@@ -66,7 +80,7 @@ unsafe extern "C-unwind" fn on_signal(signal: i32) {
                 TERMINATE.store(true, SeqCst);
             }
             INTERRUPTS.fetch_add(1, SeqCst);
-            if IN_TRANSACTION.load(SeqCst) {
+            if IN_TRANSACTION.load(SeqCst) && !FINAL_WRITE.load(SeqCst) {
                 pg_sys::QueryCancelPending = 1;
                 pg_sys::InterruptPending = 1;
             }

@@ -115,13 +115,26 @@ impl Writer {
         })
         .map_err(Refusal::Failed)??;
         if rewritten {
-            errors::warn(
+            let database_replaced = table
+                .identity
+                .is_some_and(|before| before.database != identity.database);
+            let what = if database_replaced {
                 format!(
-                    "snowflake: the marks table {}.marks was dropped, replaced, emptied or changed while \
+                    "the marks database \"{}\" (snowflake.database) was dropped and created again \
+                     while the server ran; the marks were written into it again from memory",
+                    crate::settings::database()
+                )
+            } else {
+                format!(
+                    "the marks table {}.marks was dropped, replaced, emptied or changed while \
                      the server ran; it was written again from memory",
                     marks_table::SCHEMA
-                ),
-                "This server's own state in shared memory covers every id it issued.",
+                )
+            };
+            errors::warn(
+                format!("snowflake: {what}"),
+                "This server's own state in shared memory, kept since it started, covers every \
+                 id it issued; nothing was read from what was found there.",
             );
         }
         if standby == Standby::Waited && signals::interrupts() != interrupts {
@@ -206,6 +219,7 @@ impl Writer {
     /// with code 1 so that the postmaster restarts the writer unless the server is stopping.
     pub(super) fn stop(&mut self) -> ! {
         self.shared.writer_latch.store(0, Release);
+        signals::final_write();
         if self.shared.control().state == State::Ready {
             let rows: Vec<(u32, Row)> = self
                 .shared
@@ -218,11 +232,18 @@ impl Writer {
                     (now != self.stored[w]).then_some((w as u32, now))
                 })
                 .collect();
+            // A server that never wrote a mark never issued an id (every id is below a durable
+            // mark): it leaves no marks and no token file behind, so that it stays a first start
+            // wherever snowflake.database points next.
+            let never_minted = rows.is_empty() && self.table.identity.is_none();
             // A lowered mark need not wait for a standby: the higher one it replaces is safe.
-            let written =
+            let written = if never_minted {
+                Ok(())
+            } else {
                 session::transaction(|| Spi::run("SET synchronous_commit = local").expect("set"))
                     .map_err(Refusal::Failed)
-                    .and_then(|_| self.write_with(&rows, Standby::NotWaited));
+                    .and_then(|_| self.write_with(&rows, Standby::NotWaited))
+            };
             if let Err(e) = written {
                 errors::warn(
                     format!("snowflake: could not write the final high-water marks: {e}"),
