@@ -172,11 +172,30 @@ fn client_work(conninfo: &str, client: i32, barrier: &Barrier) {
 }
 
 #[test]
-fn every_node_of_a_citus_cluster_mints_with_its_own_worker_id_into_distributed_tables() {
+fn every_node_of_a_citus_cluster_mints_with_its_own_hand_set_worker_id_into_distributed_tables() {
     let cluster = citus("citus-set", |i| {
         vec![format!("snowflake.worker_id={}", 10 + i)]
     });
     assert_eq!(minting_workers(&cluster), vec![10, 11, 12]);
+    every_node_mints_with_its_own_worker_id(&cluster, &[10, 11, 12]);
+}
+
+#[test]
+fn every_node_of_a_citus_cluster_mints_with_its_own_leased_worker_id_into_distributed_tables() {
+    let registry = registry("citus-registry-all");
+    let setting = registry_setting(&registry, "fleet");
+    let cluster = citus("citus-auto", |_| {
+        vec!["snowflake.worker_id=auto".to_string(), setting.clone()]
+    });
+    let workers: Vec<i32> = cluster.nodes.iter().map(leased).collect();
+    assert_eq!(minting_workers(&cluster), workers);
+    every_node_mints_with_its_own_worker_id(&cluster, &workers);
+}
+
+/// Eight clients on the three nodes insert with VALUES, COPY, INSERT ... SELECT into
+/// distributed tables: no id twice, each id carries the worker id of the node that minted it
+/// (`workers[node]`), and time filters and partition pruning work across the shards.
+fn every_node_mints_with_its_own_worker_id(cluster: &Citus, workers: &[i32]) {
     let mut coordinator = cluster.nodes[0].connect();
     for sql in TABLES {
         coordinator.batch_execute(sql).unwrap();
@@ -216,7 +235,7 @@ fn every_node_of_a_citus_cluster_mints_with_its_own_worker_id_into_distributed_t
     // one of INSERT ... SELECT from the worker that holds its shard.
     for (table, id, client, how) in rows.iter().filter(|r| r.3 != "insert-select") {
         let node = node_of_client[*client as usize];
-        assert_eq!(worker_of(*id), 10 + node as i32, "{table} {how} {id}");
+        assert_eq!(worker_of(*id), workers[node], "{table} {how} {id}");
     }
     let mut shard_worker: HashMap<i32, i32> = HashMap::new();
     let pushed_down = coordinator
@@ -229,14 +248,14 @@ fn every_node_of_a_citus_cluster_mints_with_its_own_worker_id_into_distributed_t
     for r in pushed_down {
         let (id, tenant): (i64, i32) = (r.get(0), r.get(1));
         let worker = *shard_worker.entry(tenant).or_insert_with(|| {
-            let port: i32 = coordinator_query_port(&cluster, tenant);
+            let port: i32 = coordinator_query_port(cluster, tenant);
             let node = cluster
                 .nodes
                 .iter()
                 .position(|n| i32::from(n.port) == port)
                 .expect("a node of the cluster");
             assert_ne!(node, 0, "the coordinator holds no shard");
-            10 + node as i32
+            workers[node]
         });
         assert_eq!(worker_of(id), worker, "orders {id} of tenant {tenant}");
     }
@@ -248,7 +267,7 @@ fn every_node_of_a_citus_cluster_mints_with_its_own_worker_id_into_distributed_t
         .get(0);
     assert!(json.starts_with("{\"id\":\""), "{json}");
 
-    time_filters_reach_every_shard_once(&cluster);
+    time_filters_reach_every_shard_once(cluster);
     a_time_partitioned_distributed_table_is_pruned(&mut coordinator);
 }
 
