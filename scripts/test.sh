@@ -67,6 +67,7 @@ step() {
 
 step "cargo fmt --check, cargo clippy" bash -c \
   'cargo fmt --all --check && cargo clippy --workspace --all-targets --features pg_test -- -D warnings'
+step "documentation links (scripts/check-links)" scripts/check-links
 step "core unit tests (debug)" cargo test -q -p snowflake_core
 step "core unit tests (release)" cargo test -q -p snowflake_core --release
 

@@ -750,8 +750,8 @@ fn a_live_table_moves_from_the_native_edition_to_the_portable_one_and_back() {
     assert_eq!(rows as usize, acked.len() + 2);
 }
 
-/// The pg_tle install as README gives it, run by a shell in the project's directory with the
-/// connection in PG* variables.
+/// The pg_tle install as docs/portable.md gives it, run by a shell in the project's directory
+/// with the connection in PG* variables.
 const PG_TLE_INSTALL: &str = r#"{ echo "SELECT pgtle.install_extension('snowflake_portable', '0.3.0', 'snowflake ids in SQL', \$snowflake_portable\$"
   cat sql/portable/snowflake_portable.sql
   echo "\$snowflake_portable\$);"; } | psql -v ON_ERROR_STOP=1 -X -q"#;
@@ -759,10 +759,10 @@ const PG_TLE_INSTALL: &str = r#"{ echo "SELECT pgtle.install_extension('snowflak
 #[test]
 fn it_installs_as_a_pg_tle_extension() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/portable.md")).unwrap();
     assert!(
         readme.contains(PG_TLE_INSTALL),
-        "README's pg_tle command differs from the one tested here:\n{PG_TLE_INSTALL}"
+        "docs/portable.md's pg_tle command differs from the one tested here:\n{PG_TLE_INSTALL}"
     );
     let cluster = plain_server("portable-tle", &["shared_preload_libraries=pg_tle"]);
     app_database(&cluster, "app");

@@ -1,12 +1,12 @@
-"""The README's "From your application" snippets are the client tests' own code: each fenced
-block of that section must appear, line for line, in a test source (indentation and blank lines
-aside), so that the README cannot show code that was never run."""
+"""The "From your application" snippets of docs/reference.md are the client tests' own code:
+each fenced block of that section must appear, line for line, in a test source (indentation
+and blank lines aside), so that the documentation cannot show code that was never run."""
 
 import re
 from pathlib import Path
 
 CLIENTS = Path(__file__).resolve().parent.parent
-README = CLIENTS.parent / "README.md"
+README = CLIENTS.parent / "docs" / "reference.md"
 SOURCES = [CLIENTS / "node" / "test.mjs", *sorted((CLIENTS / "python").glob("test_*.py"))]
 
 
