@@ -94,6 +94,8 @@ fn every_major_has_a_debian_package_with_its_files_and_fields() {
             format!("./usr/share/postgresql/{major}/extension/snowflake_ext.control"),
             format!("./usr/share/postgresql/{major}/extension/snowflake_ext--{version}.sql"),
             format!("./usr/share/doc/postgresql-{major}-snowflake-ext/copyright"),
+            format!("./usr/share/doc/postgresql-{major}-snowflake-ext/README.md"),
+            format!("./usr/share/doc/postgresql-{major}-snowflake-ext/docs/reference.md"),
         ];
         for script in upgrade_scripts() {
             expected.push(format!("./usr/share/postgresql/{major}/extension/{script}"));
