@@ -28,10 +28,7 @@ fn adopting_keeps_rows_switches_the_default_and_is_safe_twice() {
     .unwrap();
 
     // A bigserial column with rows.
-    let msg: String = c
-        .query_one("SELECT snowflake_adopt('orders', 'id')", &[])
-        .unwrap()
-        .get(0);
+    let msg: String = c.scalar("SELECT snowflake_adopt('orders', 'id')");
     assert!(
         msg.contains("now takes DEFAULT public.snowflake_nextval()"),
         "{msg}"
@@ -54,26 +51,18 @@ fn adopting_keeps_rows_switches_the_default_and_is_safe_twice() {
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1000, 1000));
 
     // Twice: nothing changes, no error.
-    let msg: String = c
-        .query_one("SELECT snowflake_adopt('orders', 'id')", &[])
-        .unwrap()
-        .get(0);
+    let msg: String = c.scalar("SELECT snowflake_adopt('orders', 'id')");
     assert!(msg.contains("already takes snowflake ids"), "{msg}");
 
     // An identity column (GENERATED ALWAYS) in a quoted, mixed-case table, with a worker given.
-    let msg: String = c
-        .query_one("SELECT snowflake_adopt('\"Mixed Case\"', 'Id', 9)", &[])
-        .unwrap()
-        .get(0);
+    let msg: String = c.scalar("SELECT snowflake_adopt('\"Mixed Case\"', 'Id', 9)");
     assert!(msg.contains("snowflake_nextval(9)"), "{msg}");
     assert_eq!(
         default_of(&mut c, "\"Mixed Case\"", "Id").unwrap(),
         "snowflake_nextval(9)"
     );
     let identity: String = c
-        .query_one("SELECT attidentity::text FROM pg_attribute WHERE attrelid = '\"Mixed Case\"'::regclass AND attname = 'Id'", &[])
-        .unwrap()
-        .get(0);
+        .scalar("SELECT attidentity::text FROM pg_attribute WHERE attrelid = '\"Mixed Case\"'::regclass AND attname = 'Id'");
     assert_eq!(identity, "");
     c.batch_execute("INSERT INTO \"Mixed Case\" (v) VALUES (11), (12)")
         .unwrap();
@@ -87,13 +76,7 @@ fn adopting_keeps_rows_switches_the_default_and_is_safe_twice() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(workers, vec![9, 9]);
-    let kept: i64 = c
-        .query_one(
-            "SELECT count(*) FROM \"Mixed Case\" WHERE \"Id\" <= 10",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let kept: i64 = c.scalar("SELECT count(*) FROM \"Mixed Case\" WHERE \"Id\" <= 10");
     assert_eq!(kept, 10);
 }
 
@@ -198,10 +181,7 @@ fn adopting_without_a_worker_id_is_refused_until_one_is_set() {
         (row.get::<_, Option<i32>>(0), row.get::<_, bool>(1)),
         (Some(77), true)
     );
-    let msg: String = c
-        .query_one("SELECT snowflake_adopt('t', 'id')", &[])
-        .unwrap()
-        .get(0);
+    let msg: String = c.scalar("SELECT snowflake_adopt('t', 'id')");
     assert!(msg.contains("snowflake_nextval()"), "{msg}");
 }
 
@@ -257,10 +237,7 @@ fn id_columns_are_found_never_guessed() {
          SELECT snowflake_compose(now() + interval '1 hour', 9, g), 'restored' FROM generate_series(1, 2000) g;",
     )
     .unwrap();
-    let restored: i64 = c
-        .query_one("SELECT max(id)::bigint FROM orders", &[])
-        .unwrap()
-        .get(0);
+    let restored: i64 = c.scalar("SELECT max(id)::bigint FROM orders");
     c.query_one(
         "SELECT snowflake_restore_mark(ARRAY['orders']::regclass[])",
         &[],
@@ -284,17 +261,8 @@ fn id_columns_are_found_never_guessed() {
         "INSERT INTO two (a, b) VALUES (1, snowflake_compose(now() + interval '2 hours', 3, 0))",
     )
     .unwrap();
-    let highest: i64 = c
-        .query_one("SELECT max(b)::bigint FROM two", &[])
-        .unwrap()
-        .get(0);
-    let next: i64 = c
-        .query_one(
-            "SELECT snowflake_restore_mark(ARRAY['two']::regclass[])",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let highest: i64 = c.scalar("SELECT max(b)::bigint FROM two");
+    let next: i64 = c.scalar("SELECT snowflake_restore_mark(ARRAY['two']::regclass[])");
     assert!(next > highest, "{next} <= {highest}");
 
     // Refusals: no id column, a column that cannot be read, several to choose from.
@@ -354,13 +322,7 @@ fn id_columns_are_found_never_guessed() {
         default_of(&mut c, "typed", "id").as_deref(),
         Some("snowflake_nextval()")
     );
-    let id: i64 = c
-        .query_one(
-            "INSERT INTO typed (v) VALUES ('c') RETURNING id::bigint",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let id: i64 = c.scalar("INSERT INTO typed (v) VALUES ('c') RETURNING id::bigint");
     let worker: i32 = c
         .query_one("SELECT snowflake_worker($1)", &[&id])
         .unwrap()

@@ -77,15 +77,10 @@ fn minting_workers(cluster: &Citus) -> Vec<i32> {
             let worker = worker_of(minted[0]);
             assert!(minted.iter().all(|&id| worker_of(id) == worker));
             let citus_objects: i64 = c
-                .query_one(
-                    "SELECT (SELECT count(*) FROM pg_dist_partition
+                .scalar("SELECT (SELECT count(*) FROM pg_dist_partition
                               WHERE logicalrelid::regclass::text LIKE 'snowflake_ext_state.%')
                           + (SELECT count(*) FROM pg_dist_object
-                              WHERE pg_describe_object(classid, objid, objsubid) LIKE '%snowflake_ext_state%')",
-                    &[],
-                )
-                .unwrap()
-                .get(0);
+                              WHERE pg_describe_object(classid, objid, objsubid) LIKE '%snowflake_ext_state%')");
             assert_eq!(citus_objects, 0, "the marks are this node's own");
             worker
         })
@@ -261,10 +256,7 @@ fn every_node_mints_with_its_own_worker_id(cluster: &Citus, workers: &[i32]) {
     }
 
     // A snowflake-typed distribution column keeps its JSON string form.
-    let json: String = coordinator
-        .query_one("SELECT row_to_json(t)::text FROM typed t LIMIT 1", &[])
-        .unwrap()
-        .get(0);
+    let json: String = coordinator.scalar("SELECT row_to_json(t)::text FROM typed t LIMIT 1");
     assert!(json.starts_with("{\"id\":\""), "{json}");
 
     time_filters_reach_every_shard_once(cluster);
@@ -290,17 +282,9 @@ fn time_filters_reach_every_shard_once(cluster: &Citus) {
     for node in &cluster.nodes[..2] {
         let mut c = node.connect();
         c.batch_execute("SET citus.explain_all_tasks = on").unwrap();
-        let shards: i64 = c
-            .query_one(
-                "SELECT count(*) FROM citus_shards WHERE table_name = 'events'::regclass",
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        let bound: i64 = c
-            .query_one("SELECT snowflake_lower_bound('2026-01-01 00:00+00')", &[])
-            .unwrap()
-            .get(0);
+        let shards: i64 =
+            c.scalar("SELECT count(*) FROM citus_shards WHERE table_name = 'events'::regclass");
+        let bound: i64 = c.scalar("SELECT snowflake_lower_bound('2026-01-01 00:00+00')");
         // A constant: the coordinator computes the bound, the shard gets it as a number.
         let constant = explain(
             &mut c,
@@ -486,13 +470,8 @@ fn a_shard_is_refused_by_the_guard_and_by_snowflake_adopt_naming_its_distributed
             "{e:?}"
         );
     }
-    let triggers: i64 = c
-        .query_one(
-            "SELECT count(*) FROM pg_trigger WHERE tgname = 'snowflake_guard'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let triggers: i64 =
+        c.scalar("SELECT count(*) FROM pg_trigger WHERE tgname = 'snowflake_guard'");
     assert_eq!(triggers, 0, "a guard was put on a shard");
 }
 
@@ -507,23 +486,16 @@ fn two_nodes_given_one_worker_id_by_hand_both_refuse_before_any_row_until_one_ch
     assert_refused_for_sharing(two, one, "SELECT snowflake_nextval()");
     let status: Option<String> = one
         .connect()
-        .query_one("SELECT detail FROM snowflake_status()", &[])
-        .unwrap()
-        .get(0);
+        .scalar("SELECT detail FROM snowflake_status()");
     assert!(
         status.is_some_and(|d| d.contains(&address(two))),
         "snowflake_status() does not say why"
     );
-    let id: i64 = coordinator.connect().query_one(insert, &[]).unwrap().get(0);
+    let id: i64 = coordinator.connect().scalar(insert);
     assert_eq!(worker_of(id), 10);
     let shared: i64 = coordinator
         .connect()
-        .query_one(
-            "SELECT count(*) FROM events WHERE id >> 12 & 1023 = 11",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+        .scalar("SELECT count(*) FROM events WHERE id >> 12 & 1023 = 11");
     assert_eq!(shared, 0, "a row of worker 11 was stored");
 
     // One of them gets another worker id: both mint again, each with its own.
@@ -626,10 +598,7 @@ fn a_worker_id_reloaded_to_another_nodes_is_refused_at_the_first_call() {
     let cluster = citus_by_hand("citus-reload-shared", [10, 11, 12]);
     let [_, one, two] = [&cluster.nodes[0], &cluster.nodes[1], &cluster.nodes[2]];
     let mut session = two.connect();
-    let before: i64 = session
-        .query_one("SELECT snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let before: i64 = session.scalar("SELECT snowflake_nextval()");
     assert_eq!(worker_of(before), 12);
     two.set_and_reload("snowflake.worker_id", "11");
     // A session that was open, and a new one: the first call with 11 is refused.

@@ -49,10 +49,7 @@ fn survives(name: &str, fault: impl FnOnce(&Cluster)) -> Cluster {
     fault(&cluster);
 
     let mut c = cluster.connect();
-    let now: f64 = c
-        .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
-        .unwrap()
-        .get(0);
+    let now: f64 = c.scalar("SELECT extract(epoch FROM clock_timestamp())::float8");
     assert!(
         (now * 1000.0) as i64 <= unix_ms_now() - 3_590_000,
         "the server's clock is not an hour back"
@@ -134,11 +131,7 @@ fn a_clean_stop_resumes_one_past_the_last_id_every_time() {
         let last = *issued.last().unwrap();
         drop(c);
         restart_an_hour_back(&cluster, Cluster::stop);
-        let first: i64 = cluster
-            .connect()
-            .query_one("SELECT snowflake_nextval()", &[])
-            .unwrap()
-            .get(0);
+        let first: i64 = cluster.connect().scalar("SELECT snowflake_nextval()");
         assert_eq!(
             tick_of(first),
             tick_of(last) + 1,
@@ -160,15 +153,10 @@ fn a_backend_killed_mid_stream_never_repeats_ids() {
         // A backend busy issuing ids is killed; the postmaster resets shared memory and restarts
         // every process, without stopping. The clock goes back an hour just before.
         let mut busy = cluster.connect();
-        let pid: i32 = busy
-            .query_one("SELECT pg_backend_pid()", &[])
-            .unwrap()
-            .get(0);
+        let pid: i32 = busy.scalar("SELECT pg_backend_pid()");
         let mut c = cluster.connect();
         let issued = |c: &mut postgres::Client| -> i64 {
-            c.query_one("SELECT issued FROM snowflake_stats WHERE worker = 3", &[])
-                .unwrap()
-                .get(0)
+            c.scalar("SELECT issued FROM snowflake_stats WHERE worker = 3")
         };
         let before = issued(&mut c);
         let stream = std::thread::spawn(move || {
@@ -215,7 +203,7 @@ fn clock_steps_back_while_running_neither_stall_nor_repeat() {
     // 10,000 ids a second, as 100 ids every 10 ms, for 3 s; the clock steps back 10 s after 1 s
     // and a further hour after 2 s. After the first call (which waits for worker 2's first
     // mark), no call is ever seen waiting, for the clock or anything else.
-    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let pid: i32 = c.scalar("SELECT pg_backend_pid()");
     let sql = "SELECT snowflake_nextval(2) FROM generate_series(1, 100)";
     let mut all = ids(&mut c, sql);
     let start = Instant::now();
@@ -290,16 +278,13 @@ fn a_boot_clock_stepping_back_is_re_anchored_and_ids_do_not_wait() {
     let mut before = Vec::new();
     wait_until("the worker a second ahead", PATIENCE, || {
         before.extend(ids(&mut c, batch));
-        let ahead: i64 = c
-            .query_one("SELECT ahead_ms FROM snowflake_stats WHERE worker = 2", &[])
-            .unwrap()
-            .get(0);
+        let ahead: i64 = c.scalar("SELECT ahead_ms FROM snowflake_stats WHERE worker = 2");
         ahead > 1000
     });
     cluster.set_clock_offset(-60);
     // Ids are now a minute ahead of the wall clock; with the boot clock re-anchored they are
     // still only about a second ahead of the worker's own timeline, under the bound.
-    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let pid: i32 = c.scalar("SELECT pg_backend_pid()");
     let (after, waits) = extension_waits(&cluster, pid, || {
         ids(
             &mut c,
@@ -369,36 +354,23 @@ fn a_dump_restored_into_a_new_database_keeps_issuing_new_ids() {
     );
 
     let mut copy = cluster.connect_to("shop_copy");
-    let restored: i64 = copy
-        .query_one("SELECT count(*) FROM lines", &[])
-        .unwrap()
-        .get(0);
+    let restored: i64 = copy.scalar("SELECT count(*) FROM lines");
     assert_eq!(restored, 5000);
-    let max_restored: i64 = copy
-        .query_one("SELECT max(id) FROM lines", &[])
-        .unwrap()
-        .get(0);
+    let max_restored: i64 = copy.scalar("SELECT max(id) FROM lines");
     // New rows in the restored copy (and in the original) take new ids: no key collides.
     copy.batch_execute(
         "INSERT INTO orders (item) SELECT 'new ' || g FROM generate_series(1, 5000) g;
          INSERT INTO lines (order_id) SELECT id FROM orders WHERE item LIKE 'new %';",
     )
     .unwrap();
-    let min_new: i64 = copy
-        .query_one("SELECT min(id) FROM orders WHERE item LIKE 'new %'", &[])
-        .unwrap()
-        .get(0);
+    let min_new: i64 = copy.scalar("SELECT min(id) FROM orders WHERE item LIKE 'new %'");
     assert!(min_new > max_restored);
     shop.batch_execute(
         "INSERT INTO orders (item) SELECT 'more ' || g FROM generate_series(1, 100) g",
     )
     .unwrap();
-    let default: String = copy
-        .query_one(
-            "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'orders'::regclass",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let default: String = copy.scalar(
+        "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'orders'::regclass",
+    );
     assert_eq!(default, "snowflake_nextval(3)");
 }

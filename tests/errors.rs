@@ -143,10 +143,7 @@ fn bad_arguments_raise_clear_errors() {
         );
     }
     // The session survived all of it and still makes ids of the configured worker.
-    let worker: i32 = c
-        .query_one("SELECT snowflake_worker(snowflake_nextval())", &[])
-        .unwrap()
-        .get(0);
+    let worker: i32 = c.scalar("SELECT snowflake_worker(snowflake_nextval())");
     assert_eq!(worker, 4);
     let log = cluster.log();
     assert!(
@@ -174,10 +171,7 @@ fn an_unset_worker_id_is_an_error_not_a_default() {
     // Setting it in the configuration and reloading makes it work; a session cannot.
     cluster.set_and_reload("snowflake.worker_id", "12");
     let mut c = cluster.connect();
-    let worker: i32 = c
-        .query_one("SELECT snowflake_worker(snowflake_nextval())", &[])
-        .unwrap()
-        .get(0);
+    let worker: i32 = c.scalar("SELECT snowflake_worker(snowflake_nextval())");
     assert_eq!(worker, 12);
     let e = error_of(&mut c, "SET snowflake.worker_id = 13");
     assert_eq!(e.code, "55P02");
@@ -259,7 +253,7 @@ fn a_cancelled_wait_is_a_plain_57014() {
         "a statement timeout while waiting for a mark",
     );
     c.batch_execute("RESET statement_timeout").unwrap();
-    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let pid: i32 = c.scalar("SELECT pg_backend_pid()");
     let canceller = {
         let conninfo = cluster.conninfo("postgres");
         std::thread::spawn(move || {

@@ -56,10 +56,7 @@ fn run_ahead(primary: &Cluster) -> i64 {
             "SELECT snowflake_lastval() FROM (SELECT snowflake_nextval_batch(1000000) LIMIT 1) one",
         );
         largest = largest.max(*got.iter().max().unwrap());
-        ahead = c
-            .query_one("SELECT max(ahead_ms) FROM snowflake_stats", &[])
-            .unwrap()
-            .get(0);
+        ahead = c.scalar("SELECT max(ahead_ms) FROM snowflake_stats");
     }
     largest
 }
@@ -136,11 +133,7 @@ fn assert_refuses_to_mint(c: &mut postgres::Client) {
 #[test]
 fn a_hot_standby_refuses_every_generating_function_and_still_decodes() {
     let primary = started("standby-primary", &["snowflake.worker_id=5"]);
-    let id: i64 = primary
-        .connect()
-        .query_one("SELECT snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = primary.connect().scalar("SELECT snowflake_nextval()");
     let standby = Cluster::standby_of(&primary, "standby-hot", &[]);
     standby.start();
     standby.wait_caught_up(&primary);
@@ -158,10 +151,7 @@ fn a_hot_standby_refuses_every_generating_function_and_still_decodes() {
         (row.get::<_, i32>(0), row.get::<_, i64>(1), row.get(2)),
         (5, id, true)
     );
-    let state: String = c
-        .query_one("SELECT state FROM snowflake_status()", &[])
-        .unwrap()
-        .get(0);
+    let state: String = c.scalar("SELECT state FROM snowflake_status()");
     assert_eq!(state, "standby");
     assert!(
         !standby.log().contains("mark writer"),
@@ -228,18 +218,13 @@ fn a_cascading_standby_refuses_to_mint_and_promoted_directly_with_its_clock_behi
     });
     let senders: i64 = primary
         .connect()
-        .query_one("SELECT count(*) FROM pg_stat_replication", &[])
-        .unwrap()
-        .get(0);
+        .scalar("SELECT count(*) FROM pg_stat_replication");
     assert_eq!(senders, 1, "the primary streams to A only");
     b.wait_caught_up(&primary);
     for standby in [&a, &b] {
         let mut c = standby.connect();
         assert_refuses_to_mint(&mut c);
-        let state: String = c
-            .query_one("SELECT state FROM snowflake_status()", &[])
-            .unwrap()
-            .get(0);
+        let state: String = c.scalar("SELECT state FROM snowflake_status()");
         assert_eq!(state, "standby");
     }
     let handed_out = run_ahead(&primary);
@@ -283,9 +268,7 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
     let mut o = old.connect();
     wait_until("the old primary to lose its standby", PATIENCE, || {
-        o.query_one("SELECT count(*) = 0 FROM pg_stat_replication", &[])
-            .unwrap()
-            .get(0)
+        o.scalar("SELECT count(*) = 0 FROM pg_stat_replication")
     });
     o.batch_execute(
         "CREATE TABLE written_after_the_split AS SELECT g FROM generate_series(1, 1000) g",
@@ -358,13 +341,7 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
     old.start();
     wait_until_primary(&old);
     let mut o = old.connect();
-    let diverged: bool = o
-        .query_one(
-            "SELECT to_regclass('written_after_the_split') IS NOT NULL",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let diverged: bool = o.scalar("SELECT to_regclass('written_after_the_split') IS NOT NULL");
     assert!(!diverged, "the old primary was not rewound");
     let after = mint(
         &old,
@@ -388,12 +365,9 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
 
 /// Whether a backend of the server `c` is connected to matches `condition` in pg_stat_activity.
 fn activity(c: &mut postgres::Client, condition: &str) -> bool {
-    c.query_one(
-        &format!("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE {condition})"),
-        &[],
-    )
-    .unwrap()
-    .get(0)
+    c.scalar(&format!(
+        "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE {condition})"
+    ))
 }
 
 /// A session that calls `snowflake_nextval()` again and again, on a thread of its own, until
@@ -450,13 +424,9 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
         .unwrap();
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
     wait_for_synchronous_standby(&mut c);
-    let writer: i32 = c
-        .query_one(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let writer: i32 = c.scalar(
+        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
+    );
     let writer_waits = format!("pid = {writer} AND wait_event = 'SyncRep'");
 
     // Sessions insert rows whose ids the column's default mints, each row in a transaction of
@@ -512,14 +482,10 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
         "every inserting session to wait for the standby",
         PATIENCE,
         || {
-            c.query_one(
+            c.scalar::<i64>(
                 "SELECT count(*) FROM pg_stat_activity
                  WHERE query LIKE 'INSERT INTO t %' AND wait_event = 'SyncRep'",
-                &[],
-            )
-            .unwrap()
-            .get::<_, i64>(0)
-                == SESSIONS as i64
+            ) == SESSIONS as i64
         },
     );
     wait_until("the mark writer to wait for the standby", PATIENCE, || {
@@ -635,10 +601,7 @@ fn a_base_backup_restored_with_archived_wal_an_hour_back_mints_above_what_it_rep
     let issued = mint(&primary, 3, "SELECT snowflake_nextval_batch(50000)");
     let largest = *issued.iter().max().unwrap();
     let mut c = primary.connect();
-    let segment: String = c
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())", &[])
-        .unwrap()
-        .get(0);
+    let segment: String = c.scalar("SELECT pg_walfile_name(pg_switch_wal())");
     wait_until(&format!("{segment} to be archived"), PATIENCE, || {
         archive.join(&segment).exists()
     });

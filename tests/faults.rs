@@ -24,7 +24,7 @@ fn prepared(name: &str) -> (Cluster, i64) {
          INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
     )
     .unwrap();
-    let largest: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    let largest: i64 = c.scalar("SELECT max(id) FROM t");
     (cluster, largest)
 }
 
@@ -72,14 +72,9 @@ fn assert_refused(cluster: &Cluster, why: &str) {
     wait_until(
         "the mark writer to find the marks in doubt",
         PATIENCE,
-        || {
-            c.query_one("SELECT state FROM snowflake_status()", &[])
-                .unwrap()
-                .get::<_, String>(0)
-                == "in doubt"
-        },
+        || c.scalar::<String>("SELECT state FROM snowflake_status()") == "in doubt",
     );
-    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let pid: i32 = c.scalar("SELECT pg_backend_pid()");
     let ((), waits) = extension_waits(cluster, pid, || {
         for sql in ["SELECT snowflake_nextval()", "SELECT snowflake_nextval(9)"] {
             let e = error_of(&mut c, sql);
@@ -165,9 +160,7 @@ fn a_damaged_truncated_or_padded_token_file_refuses_until_restored() {
         );
         let next: i64 = cluster
             .connect()
-            .query_one("SELECT snowflake_restore_mark(ARRAY['t']::regclass[])", &[])
-            .unwrap()
-            .get(0);
+            .scalar("SELECT snowflake_restore_mark(ARRAY['t']::regclass[])");
         assert!(next > largest, "{what}");
         largest = assert_mints_above(&cluster, largest);
         assert_eq!(
@@ -234,10 +227,7 @@ fn an_unreadable_state_directory_refuses_then_resumes_above_the_marks_once_reada
     chmod("700");
     let mut c = cluster.connect();
     wait_until("the mark writer to be ready again", PATIENCE, || {
-        c.query_one("SELECT state FROM snowflake_status()", &[])
-            .unwrap()
-            .get::<_, String>(0)
-            == "ready"
+        c.scalar::<String>("SELECT state FROM snowflake_status()") == "ready"
     });
     assert_mints_above(&cluster, largest);
 }
@@ -246,13 +236,9 @@ fn an_unreadable_state_directory_refuses_then_resumes_above_the_marks_once_reada
 fn a_sigterm_to_the_mark_writer_restarts_it_and_ids_go_on() {
     let (cluster, largest) = prepared("fault-sigterm");
     let mut c = cluster.connect();
-    let writer: i32 = c
-        .query_one(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let writer: i32 = c.scalar(
+        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
+    );
     let status = std::process::Command::new("kill")
         .args(["-TERM", &writer.to_string()])
         .status()
@@ -313,9 +299,7 @@ fn refused_writes(cluster: &Cluster, largest: i64, blocked: &str) -> i64 {
     let waited = started.elapsed();
     let detail: String = cluster
         .connect()
-        .query_one("SELECT detail FROM snowflake_status()", &[])
-        .unwrap()
-        .get(0);
+        .scalar("SELECT detail FROM snowflake_status()");
     let attempts: u64 = detail
         .split("failed ")
         .nth(1)
@@ -460,33 +444,23 @@ fn a_copy_of_the_marks_table_in_another_database_is_not_taken_for_the_servers_ow
 
 /// Whether a backend of the server `c` is connected to matches `condition` on pg_stat_activity.
 fn activity(c: &mut postgres::Client, condition: &str) -> bool {
-    c.query_one(
-        &format!("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE {condition})"),
-        &[],
-    )
-    .unwrap()
-    .get(0)
+    c.scalar(&format!(
+        "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE {condition})"
+    ))
 }
 
 #[test]
 fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
     let (cluster, _) = prepared("fault-sync-cancel");
     let mut c = cluster.connect();
-    let writer: i32 = c
-        .query_one(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let writer: i32 = c.scalar(
+        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
+    );
     // A synchronous standby that never comes: every commit waits for it. The backends learn
     // of it from the checkpointer, after the reload: a probe commits until a commit waits.
     cluster.set_and_reload("synchronous_standby_names", "nobody");
     let mut probe = cluster.connect();
-    let probe_pid: i32 = probe
-        .query_one("SELECT pg_backend_pid()", &[])
-        .unwrap()
-        .get(0);
+    let probe_pid: i32 = probe.scalar("SELECT pg_backend_pid()");
     let probing =
         std::thread::spawn(move || while probe.batch_execute("SELECT txid_current()").is_ok() {});
     wait_until(
@@ -593,12 +567,7 @@ fn snowflake_database_changed_under_existing_marks_refuses_until_set_back_or_res
     assert_eq!(status(&cluster), ("ready".into(), "other".into()));
     let mark: i64 = cluster
         .connect_to("other")
-        .query_one(
-            "SELECT mark FROM snowflake_ext_state.marks WHERE worker = 4",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+        .scalar("SELECT mark FROM snowflake_ext_state.marks WHERE worker = 4");
     assert!(
         mark > largest,
         "the marks in database other ({mark}) are not above {largest}"
@@ -640,22 +609,13 @@ fn a_server_that_never_minted_mints_after_snowflake_database_changes() {
     });
     cluster.stop();
     cluster.start();
-    let id: i64 = cluster
-        .connect()
-        .query_one("SELECT snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = cluster.connect().scalar("SELECT snowflake_nextval()");
     assert_eq!(worker_of(id), 4);
     assert_eq!(status(&cluster), ("ready".into(), "other".into()));
     // What made it so: the stop left nothing behind that could be taken for marks.
     let schemas: i64 = cluster
         .connect()
-        .query_one(
-            "SELECT count(*) FROM pg_namespace WHERE nspname = 'snowflake_ext_state'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+        .scalar("SELECT count(*) FROM pg_namespace WHERE nspname = 'snowflake_ext_state'");
     assert_eq!(
         schemas, 0,
         "the clean stop wrote marks into database postgres"
@@ -683,7 +643,7 @@ fn prepared_with_marks_database(name: &str) -> (Cluster, i64) {
          INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
     )
     .unwrap();
-    let largest: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    let largest: i64 = c.scalar("SELECT max(id) FROM t");
     assert_eq!(status(&cluster), ("ready".into(), "marks".into()));
     (cluster, largest)
 }
@@ -773,9 +733,7 @@ fn the_marks_database_cannot_be_renamed_under_the_writer_and_renamed_while_unloa
     let mut c = cluster.connect();
     let in_marks: i64 = cluster
         .connect_to("marks")
-        .query_one("SELECT count(*) FROM snowflake_ext_state.marks", &[])
-        .unwrap()
-        .get(0);
+        .scalar("SELECT count(*) FROM snowflake_ext_state.marks");
     assert_eq!(in_marks, 1, "the marks are not in database marks");
 
     // While the server runs, the mark writer is connected to the database: it cannot be
@@ -795,10 +753,7 @@ fn the_marks_database_cannot_be_renamed_under_the_writer_and_renamed_while_unloa
     preload(&cluster, false);
     cluster.start();
     let mut c = cluster.connect();
-    let preloaded: bool = c
-        .query_one("SELECT preloaded FROM snowflake_worker_id()", &[])
-        .unwrap()
-        .get(0);
+    let preloaded: bool = c.scalar("SELECT preloaded FROM snowflake_worker_id()");
     assert!(!preloaded);
     c.batch_execute("ALTER DATABASE marks RENAME TO marks_renamed")
         .unwrap();

@@ -67,13 +67,7 @@ fn concurrent_sessions_insert_unique_increasing_ids_of_their_worker() {
     assert_eq!(other_workers, 0, "ids of a worker other than 3");
     // Ids run ahead of the clock only by the milliseconds they borrow when a millisecond's
     // 4096 sequence numbers run out, which a fast enough machine does.
-    let borrowed: i64 = admin
-        .query_one(
-            "SELECT borrowed_ms FROM snowflake_stats WHERE worker = 3",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let borrowed: i64 = admin.scalar("SELECT borrowed_ms FROM snowflake_stats WHERE worker = 3");
     assert!(
         unix_ms_of(min_id) >= start_ms && unix_ms_of(max_id) <= end_ms + borrowed,
         "ids' times {}..{} outside the test's window {start_ms}..{end_ms} (+{borrowed} ms borrowed)",
@@ -82,40 +76,28 @@ fn concurrent_sessions_insert_unique_increasing_ids_of_their_worker() {
     );
 
     // In each session, later rows have larger ids.
-    let out_of_order: i64 = admin
-        .query_one(
-            "SELECT count(*) FROM (
+    let out_of_order: i64 = admin.scalar(
+        "SELECT count(*) FROM (
                SELECT id, lag(id) OVER (PARTITION BY session ORDER BY n) AS prev FROM orders
              ) s WHERE id <= prev",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(out_of_order, 0);
 
     // The sessions really did interleave: their id ranges overlap.
-    let overlapping: i64 = admin
-        .query_one(
-            "WITH r AS (SELECT session, min(id) lo, max(id) hi FROM orders GROUP BY session)
+    let overlapping: i64 = admin.scalar(
+        "WITH r AS (SELECT session, min(id) lo, max(id) hi FROM orders GROUP BY session)
              SELECT count(*) FROM r a JOIN r b ON a.session < b.session
              WHERE a.lo < b.hi AND b.lo < a.hi",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert!(overlapping > 0, "the sessions ran one after another");
 
     // snowflake_decode agrees with the single-field functions, in both call styles.
-    let mismatches: i64 = admin
-        .query_one(
-            "SELECT count(*) FROM orders o, snowflake_decode(o.id) d
+    let mismatches: i64 = admin.scalar(
+        "SELECT count(*) FROM orders o, snowflake_decode(o.id) d
              WHERE d.worker <> 3 OR d.ts <> snowflake_timestamp(o.id)
                 OR d.seq <> snowflake_sequence(o.id)
                 OR snowflake_compose(d.ts, d.worker, d.seq) <> o.id",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(mismatches, 0);
     let decoded = admin
         .query(
@@ -165,13 +147,7 @@ fn bursts_past_4096_ids_a_millisecond_stay_unique_and_ordered() {
     let seqs: HashSet<i64> = ids.iter().map(|id| id & 4095).collect();
     assert_eq!(seqs.len(), 4096);
 
-    let borrowed: i64 = c
-        .query_one(
-            "SELECT borrowed_ms FROM snowflake_stats WHERE worker = 5",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let borrowed: i64 = c.scalar("SELECT borrowed_ms FROM snowflake_stats WHERE worker = 5");
     assert!(
         borrowed >= 20,
         "only {borrowed} ms borrowed for 100,000 ids"
@@ -254,35 +230,27 @@ fn time_range_queries_use_the_primary_key_index() {
         !plan.contains("snowflake_min_id"),
         "min_id not folded to a constant:\n{plan}"
     );
-    let n: i64 = c.query_one(day, &[]).unwrap().get(0);
+    let n: i64 = c.scalar(day);
     assert_eq!(n, 24 * 60);
 
     let month = "SELECT count(*) FROM events
                  WHERE id >= snowflake_min_id('2026-11-01 00:00+00')
                    AND id < snowflake_min_id('2026-12-01 00:00+00')";
-    let n: i64 = c.query_one(month, &[]).unwrap().get(0);
+    let n: i64 = c.scalar(month);
     // November 2026 has 43,200 minutes; the 1,000 rows made now are in the range too when the
     // test runs in November 2026, and outside it otherwise.
-    let made_now_in_november: i64 = c
-        .query_one(
-            "SELECT count(*) FROM events WHERE v = 1
+    let made_now_in_november: i64 = c.scalar(
+        "SELECT count(*) FROM events WHERE v = 1
                     AND snowflake_timestamp(id) >= '2026-11-01 00:00+00'
                     AND snowflake_timestamp(id) < '2026-12-01 00:00+00'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(n, 30 * 24 * 60 + made_now_in_november);
 
     // max_id closes a range inclusively at the end of a millisecond.
-    let n: i64 = c
-        .query_one(
-            "SELECT count(*) FROM events WHERE id BETWEEN snowflake_min_id('2026-11-01 00:00+00')
+    let n: i64 = c.scalar(
+        "SELECT count(*) FROM events WHERE id BETWEEN snowflake_min_id('2026-11-01 00:00+00')
                                                AND snowflake_max_id('2026-11-01 00:59:00+00')",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(n, 60);
 }
 
@@ -332,10 +300,7 @@ fn parallel_workers_draw_from_the_same_counter() {
         (row.get::<_, i64>(0), row.get::<_, i64>(1)),
         (200_000, 200_000)
     );
-    let issued: i64 = c
-        .query_one("SELECT issued FROM snowflake_stats WHERE worker = 8", &[])
-        .unwrap()
-        .get(0);
+    let issued: i64 = c.scalar("SELECT issued FROM snowflake_stats WHERE worker = 8");
     assert_eq!(
         issued, 400_000,
         "the EXPLAIN ANALYZE run and the counted run"

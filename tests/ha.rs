@@ -342,10 +342,7 @@ fn patroni_with_leased_worker_ids_fails_over_and_the_old_primary_brought_back_mi
         });
         pair.start_without_patroni(first);
         let mut old = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).unwrap();
-        assert!(!old
-            .query_one("SELECT pg_is_in_recovery()", &[])
-            .unwrap()
-            .get::<_, bool>(0));
+        assert!(!old.scalar::<bool>("SELECT pg_is_in_recovery()"));
         wait_for_standing_of(&mut old, "superseded");
         let e = error_of(&mut old, "SELECT snowflake_nextval()");
         assert_eq!(e.code, "55000", "{e:?}");

@@ -63,20 +63,10 @@ fn a_registry_restored_from_an_older_copy_while_its_holder_mints_is_refused_and_
     let holding = Minter::start(holder.conninfo("postgres"), 100);
     let waiting = Minter::start(waiter.conninfo("postgres"), 100);
     let mut r = registry.connect();
-    let renewed_since: i64 = r
-        .query_one(
-            "SELECT fence FROM snowflake_registry.leases WHERE worker = 7",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let renewed_since: i64 =
+        r.scalar("SELECT fence FROM snowflake_registry.leases WHERE worker = 7");
     wait_until("renewals after the copy", PATIENCE, || {
-        r.query_one(
-            "SELECT fence FROM snowflake_registry.leases WHERE worker = 7",
-            &[],
-        )
-        .unwrap()
-        .get::<_, i64>(0)
+        r.scalar::<i64>("SELECT fence FROM snowflake_registry.leases WHERE worker = 7")
             >= renewed_since + 3
     });
     drop(r);
@@ -160,12 +150,7 @@ fn a_registry_changed_by_reload_to_one_without_the_old_leases_is_refused_after_t
     let staying = Minter::start(stayer.conninfo("postgres"), 100);
     wait_until("some ids from the mover", PATIENCE, || {
         old.connect()
-            .query_one(
-                "SELECT last_mark IS NOT NULL FROM snowflake_registry.leases WHERE worker = 7",
-                &[],
-            )
-            .unwrap()
-            .get(0)
+            .scalar("SELECT last_mark IS NOT NULL FROM snowflake_registry.leases WHERE worker = 7")
     });
     let setting = registry_setting(&empty, "fleet");
     let (name, value) = setting.split_once('=').unwrap();
@@ -212,12 +197,7 @@ fn a_fleet_moves_to_a_new_registry_one_server_at_a_time_while_it_mints() {
     // The documented steps: export from the old registry into the new one...
     let new_id: String = new
         .connect()
-        .query_one(
-            "SELECT registry_id::text FROM snowflake_registry.identity()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+        .scalar("SELECT registry_id::text FROM snowflake_registry.identity()");
     let export = |old: &Cluster, new: &Cluster| {
         let doc: String = old
             .connect()
@@ -318,12 +298,7 @@ fn the_fleets_role_can_neither_write_the_registry_nor_take_a_worker_id_a_server_
     let token: i64 = claim.get(1);
     let mut r = registry.connect();
     wait_until("a renewal by the victim during the wait", PATIENCE, || {
-        r.query_one(
-            "SELECT pending_key IS NULL FROM snowflake_registry.leases WHERE worker = 7",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+        r.scalar("SELECT pending_key IS NULL FROM snowflake_registry.leases WHERE worker = 7")
     });
     let confirmed: String = fleet
         .query_one(
@@ -367,12 +342,7 @@ fn a_worker_id_set_by_hand_that_another_server_holds_is_refused_naming_the_holde
     // 912, given back at the reload, is free again at once.
     let state: String = registry
         .connect()
-        .query_one(
-            "SELECT state FROM snowflake_registry.lease_list WHERE worker = 912",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+        .scalar("SELECT state FROM snowflake_registry.lease_list WHERE worker = 912");
     assert_eq!(state, "released");
     // Once the holder stops cleanly, the server set by hand takes 911, above its ids.
     auto.stop();
@@ -408,7 +378,7 @@ fn a_lease_ttl_raised_by_reload_reaches_the_registry_at_the_next_renewal_without
     });
     // Past the old TTL, twice over: still minting, under the longer lease.
     let mut r = registry.connect();
-    let since: std::time::SystemTime = r.query_one("SELECT now()", &[]).unwrap().get(0);
+    let since: std::time::SystemTime = r.scalar("SELECT now()");
     wait_until("12 s of the registry's clock", PATIENCE, || {
         r.query_one(
             "SELECT now() > $1::timestamptz + interval '12 s'",
@@ -475,29 +445,17 @@ fn a_standby_promoted_with_a_short_ttl_supersedes_its_primary_only_once_the_prim
         .get::<_, i64>(0)
             >= renewals + 3
     });
-    let superseded: i64 = r
-        .query_one("SELECT count(*) FROM snowflake_registry.superseded", &[])
-        .unwrap()
-        .get(0);
+    let superseded: i64 = r.scalar("SELECT count(*) FROM snowflake_registry.superseded");
     assert_eq!(superseded, 0, "a healthy primary was superseded");
     // The primary dies: superseded once its own lease (20 s) has ended, not before.
     primary.kill_postmaster();
     wait_until("the primary superseded", PATIENCE, || {
-        r.query_one(
-            "SELECT count(*) > 0 FROM snowflake_registry.superseded",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+        r.scalar("SELECT count(*) > 0 FROM snowflake_registry.superseded")
     });
-    let ended_first: bool = r
-        .query_one(
-            "SELECT s.at >= l.expires_at FROM snowflake_registry.superseded s
+    let ended_first: bool = r.scalar(
+        "SELECT s.at >= l.expires_at FROM snowflake_registry.superseded s
                JOIN snowflake_registry.leases l ON l.worker = s.worker",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert!(ended_first, "superseded before its lease ended");
     let a = on_primary.finish();
     let b = on_standby.finish();

@@ -67,15 +67,10 @@ fn text_forms_sort_like_the_ids_and_read_back() {
         .unwrap()
         .get(0);
     assert_eq!(wrong, 0);
-    let read: i64 = c
-        .query_one("SELECT snowflake_from_text('0000000o1I1l0')", &[])
-        .unwrap()
-        .get(0);
+    let read: i64 = c.scalar("SELECT snowflake_from_text('0000000o1I1l0')");
     assert_eq!(
         read,
-        c.query_one("SELECT snowflake_from_text('0000000011110')", &[])
-            .unwrap()
-            .get::<_, i64>(0)
+        c.scalar::<i64>("SELECT snowflake_from_text('0000000011110')")
     );
     // Ordering in SQL too, with the collation that compares bytes.
     let misordered: i64 = c
@@ -165,10 +160,7 @@ fn text_forms_sort_like_the_ids_and_read_back() {
             "{sql}: the message repeats the input: {e:?}"
         );
     }
-    let with_hyphens: i64 = c
-        .query_one("SELECT snowflake_from_text('06Y62-KVCW0-C00')", &[])
-        .unwrap()
-        .get(0);
+    let with_hyphens: i64 = c.scalar("SELECT snowflake_from_text('06Y62-KVCW0-C00')");
     assert_eq!(with_hyphens, 250163766832934912);
     let e = error_of(&mut c, "SELECT snowflake_to_text(1, 'base64')");
     assert_eq!(e.code, "22023", "{e:?}");
@@ -249,20 +241,13 @@ fn the_snowflake_type_is_a_bigint_whose_json_is_a_string() {
             "{sql} does not use the index:\n{plan}"
         );
     }
-    let n: i32 = c
-        .query_one(&format!("SELECT n FROM t WHERE id = {id}"), &[])
-        .unwrap()
-        .get(0);
+    let n: i32 = c.scalar(&format!("SELECT n FROM t WHERE id = {id}"));
     assert_eq!(n, 1);
     // A common type with bigint wherever one is needed.
-    let union: i64 = c
-        .query_one(
-            "SELECT count(*) FROM (SELECT id FROM t UNION SELECT id FROM b
+    let union: i64 = c.scalar(
+        "SELECT count(*) FROM (SELECT id FROM t UNION SELECT id FROM b
                                    UNION SELECT CASE WHEN n > 0 THEN t.id ELSE 0 END FROM t) u",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(union, 40000);
     // The same index size as bigint's, and a hash index works too.
     let (t_index, b_index): (i64, i64) = {
@@ -282,7 +267,7 @@ fn the_snowflake_type_is_a_bigint_whose_json_is_a_string() {
     let sql = format!("SELECT count(*) FROM h WHERE id = {id}");
     let plan = explain(&mut c, "COSTS OFF", &sql);
     assert!(plan.contains("h_hash"), "{plan}");
-    assert_eq!(c.query_one(&sql, &[]).unwrap().get::<_, i64>(0), 1);
+    assert_eq!(c.scalar::<i64>(&sql), 1);
 
     // COPY, text and binary, both ways: the binary form is bigint's.
     let mut binary = vec![];
@@ -331,10 +316,7 @@ fn the_snowflake_type_is_a_bigint_whose_json_is_a_string() {
     let mut w = c.copy_in("COPY neg2 FROM STDIN").unwrap();
     w.write_all(text.as_bytes()).unwrap();
     w.finish().unwrap();
-    let back: i64 = c
-        .query_one("SELECT id::bigint FROM neg2", &[])
-        .unwrap()
-        .get(0);
+    let back: i64 = c.scalar("SELECT id::bigint FROM neg2");
     assert_eq!(back, -7);
     let e = error_of(&mut c, "SELECT snowflake_decode(id) FROM neg2");
     assert_eq!(e.code, "22023", "{e:?}");
@@ -458,10 +440,7 @@ fn a_server_mints_in_its_configured_layout_and_refuses_another_under_its_ids() {
     );
     // The low 16 bits are the machine, as in Sonyflake.
     assert!(minted.iter().all(|id| id & 0xffff == 40000));
-    let status: String = c
-        .query_one("SELECT layout FROM snowflake_status()", &[])
-        .unwrap()
-        .get(0);
+    let status: String = c.scalar("SELECT layout FROM snowflake_status()");
     assert!(status.contains("unit=10ms"), "{status}");
 
     // Another layout under the same marks: refused, with the way out.
@@ -517,7 +496,7 @@ fn time_filters_on_snowflake_timestamp_use_the_primary_key() {
         ("snowflake_timestamp(id) >= now() - interval '1 day'".into(), 0),
     ] {
         let sql = format!("SELECT count(*) FROM ev WHERE {filter} AND payload = 'x'");
-        let count: i64 = c.query_one(&sql, &[]).unwrap().get(0);
+        let count: i64 = c.scalar(&sql);
         assert_eq!(count, expected, "{filter}");
         let plan = explain(&mut c, "COSTS OFF", &sql);
         assert!(plan.contains("ev_pkey"), "{filter} does not use the primary key:\n{plan}");
@@ -527,10 +506,7 @@ fn time_filters_on_snowflake_timestamp_use_the_primary_key() {
         "snowflake_timestamp(id) >= '1990-01-01'",
         "snowflake_timestamp(id) <= '2200-01-01'",
     ] {
-        let count: i64 = c
-            .query_one(&format!("SELECT count(*) FROM ev WHERE {filter}"), &[])
-            .unwrap()
-            .get(0);
+        let count: i64 = c.scalar(&format!("SELECT count(*) FROM ev WHERE {filter}"));
         assert_eq!(count, 50000, "{filter}");
     }
     // An argument that may change between evaluations is never evaluated again in a bound.
@@ -549,21 +525,11 @@ fn time_filters_on_snowflake_timestamp_use_the_primary_key() {
     )
     .unwrap();
     let count: i64 = c
-        .query_one(
-            &format!("SELECT count(*) FROM ev WHERE snowflake_timestamp(id) OPERATOR(public.=) timestamptz '{T0}' - interval '5 days'"),
-            &[],
-        )
-        .unwrap()
-        .get(0);
+        .scalar(&format!("SELECT count(*) FROM ev WHERE snowflake_timestamp(id) OPERATOR(public.=) timestamptz '{T0}' - interval '5 days'"));
     assert_eq!(count, 61);
     // Conditions under OR are left alone (and still correct).
     let count: i64 = c
-        .query_one(
-            &format!("SELECT count(*) FROM ev WHERE snowflake_timestamp(id) >= timestamptz '{T0}' - interval '1 day' OR id < 0"),
-            &[],
-        )
-        .unwrap()
-        .get(0);
+        .scalar(&format!("SELECT count(*) FROM ev WHERE snowflake_timestamp(id) >= timestamptz '{T0}' - interval '1 day' OR id < 0"));
     assert_eq!(count, 1441);
 }
 
@@ -575,10 +541,7 @@ fn the_guard_reads_the_id_column_and_refuses_rows_once_it_is_gone() {
         "CREATE TABLE ev (account bigint, id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int)",
     )
     .unwrap();
-    let guarded: String = c
-        .query_one("SELECT snowflake_guard('ev')", &[])
-        .unwrap()
-        .get(0);
+    let guarded: String = c.scalar("SELECT snowflake_guard('ev')");
     assert!(guarded.contains("whose id carries"), "{guarded}");
     // This session plays a replication apply worker, for which the guard is enabled.
     c.batch_execute("SET session_replication_role = replica")
@@ -676,22 +639,10 @@ fn lastval_is_per_session_and_undefined_before_the_first_id() {
     other
         .batch_execute("INSERT INTO t (n) SELECT g FROM generate_series(2, 100) g")
         .unwrap();
-    let mine: i64 = c
-        .query_one("SELECT snowflake_lastval()", &[])
-        .unwrap()
-        .get(0);
-    let row: i64 = c
-        .query_one("SELECT id FROM t WHERE n = 1", &[])
-        .unwrap()
-        .get(0);
+    let mine: i64 = c.scalar("SELECT snowflake_lastval()");
+    let row: i64 = c.scalar("SELECT id FROM t WHERE n = 1");
     assert_eq!(mine, row);
-    let theirs: i64 = other
-        .query_one("SELECT snowflake_lastval()", &[])
-        .unwrap()
-        .get(0);
-    let max: i64 = other
-        .query_one("SELECT max(id) FROM t", &[])
-        .unwrap()
-        .get(0);
+    let theirs: i64 = other.scalar("SELECT snowflake_lastval()");
+    let max: i64 = other.scalar("SELECT max(id) FROM t");
     assert_eq!(theirs, max);
 }

@@ -148,16 +148,11 @@ fn sixteen_servers_lease_sixteen_worker_ids_and_get_them_back_after_a_crash() {
     all.extend(ids);
     assert_no_duplicates(&all);
     // The registry lists every lease: holder, times, last mark.
-    let rows: i64 = registry
-        .connect()
-        .query_one(
-            "SELECT count(*) FROM snowflake_registry.lease_list
+    let rows: i64 = registry.connect().scalar(
+        "SELECT count(*) FROM snowflake_registry.lease_list
               WHERE state = 'held' AND host IS NOT NULL AND port IS NOT NULL
                 AND system_identifier IS NOT NULL AND last_mark IS NOT NULL",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(rows, 16);
 }
 
@@ -249,18 +244,10 @@ fn an_expired_worker_id_goes_to_a_new_server_only_above_its_old_holders_ids() {
     let mut c = old.connect();
     let mut largest = 0i64;
     wait_until("the old holder a second ahead", PATIENCE, || {
-        largest = largest.max(
-            c.query_one(
-                "SELECT snowflake_lastval() FROM (SELECT snowflake_nextval_batch(1000000) LIMIT 1) one",
-                &[],
-            )
-            .unwrap()
-            .get(0),
-        );
-        c.query_one("SELECT ahead_ms FROM snowflake_stats WHERE worker = 7", &[])
-            .unwrap()
-            .get::<_, i64>(0)
-            > 1000
+        largest = largest.max(c.scalar(
+            "SELECT snowflake_lastval() FROM (SELECT snowflake_nextval_batch(1000000) LIMIT 1) one",
+        ));
+        c.scalar::<i64>("SELECT ahead_ms FROM snowflake_stats WHERE worker = 7") > 1000
     });
     old.kill_postmaster();
     // A new server with the same range, its clock (the true one) more than a second behind
@@ -319,9 +306,7 @@ fn a_standby_promoted_after_its_primary_died_mints_with_another_id_and_the_old_p
     primary.start();
     let mut c = primary.connect();
     wait_until("the old primary to be refused", PATIENCE, || {
-        c.query_one("SELECT registry FROM snowflake_status()", &[])
-            .unwrap()
-            .get::<_, Option<String>>(0)
+        c.scalar::<Option<String>>("SELECT registry FROM snowflake_status()")
             .is_some_and(|r| r.starts_with("superseded"))
     });
     let e = error_of(&mut c, "SELECT snowflake_nextval()");
@@ -420,9 +405,7 @@ fn no_free_worker_id_bad_settings_and_a_registry_role_without_rights_are_errors(
     let mut c = cluster.connect();
     c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
     wait_until("the registry's refusal", PATIENCE, || {
-        c.query_one("SELECT registry FROM snowflake_status()", &[])
-            .unwrap()
-            .get::<_, Option<String>>(0)
+        c.scalar::<Option<String>>("SELECT registry FROM snowflake_status()")
             .is_some_and(|r| r.contains("42501"))
     });
     let e = error_of(&mut c, "SELECT snowflake_nextval()");
@@ -441,9 +424,7 @@ fn no_free_worker_id_bad_settings_and_a_registry_role_without_rights_are_errors(
         "the registry's refusal of a role that may write",
         PATIENCE,
         || {
-            c.query_one("SELECT registry FROM snowflake_status()", &[])
-                .unwrap()
-                .get::<_, Option<String>>(0)
+            c.scalar::<Option<String>>("SELECT registry FROM snowflake_status()")
                 .is_some_and(|r| {
                     r.starts_with("refused")
                         && r.contains("may write the registry's tables directly")
@@ -538,9 +519,7 @@ fn a_registry_behind_a_multi_host_string_is_followed_to_its_new_primary_and_its_
     let mut all = mint(&cluster, 5000);
     let mut c = cluster.connect();
     let registry_state = |c: &mut Client| -> String {
-        c.query_one("SELECT registry FROM snowflake_status()", &[])
-            .unwrap()
-            .get::<_, Option<String>>(0)
+        c.scalar::<Option<String>>("SELECT registry FROM snowflake_status()")
             .unwrap_or_default()
     };
     assert!(
@@ -556,7 +535,7 @@ fn a_registry_behind_a_multi_host_string_is_followed_to_its_new_primary_and_its_
     registry1.kill_postmaster();
     registry2.promote();
     let mut r2 = registry2.connect();
-    let promoted_at: std::time::SystemTime = r2.query_one("SELECT now()", &[]).unwrap().get(0);
+    let promoted_at: std::time::SystemTime = r2.scalar("SELECT now()");
     wait_until("a renewal on the promoted registry", PATIENCE, || {
         r2.query_one(
             "SELECT count(*) = 1 FROM snowflake_registry.leases
@@ -608,14 +587,14 @@ fn a_registry_behind_a_multi_host_string_is_followed_to_its_new_primary_and_its_
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
     cluster.wait_for_log("snowflake.registry holds a password");
     std::fs::write(&auto_conf, conf).unwrap();
-    let shown: String = c.query_one("SHOW snowflake.registry", &[]).unwrap().get(0);
+    let shown: String = c.scalar("SHOW snowflake.registry");
     assert_eq!(shown, format!("{hosts} passfile={}", passfile.display()));
     all.extend(mint(&cluster, 5000));
 
     // A new passfile: the reloaded setting is used at once, through a new connection.
     let passfile2 = test_dir("lease-passfile-2");
     std::fs::rename(&passfile, &passfile2).unwrap();
-    let reloaded_at: std::time::SystemTime = r2.query_one("SELECT now()", &[]).unwrap().get(0);
+    let reloaded_at: std::time::SystemTime = r2.scalar("SELECT now()");
     c.batch_execute(&format!(
         "ALTER SYSTEM SET snowflake.registry = '{hosts} passfile={}'",
         passfile2.display()
@@ -640,10 +619,7 @@ fn a_registry_behind_a_multi_host_string_is_followed_to_its_new_primary_and_its_
     // A new range that leaves the worker id out: it is given back and one inside is leased.
     cluster.set_and_reload("snowflake.worker_range", "20-29");
     let moved = wait_for("a worker id inside the new range", PATIENCE, || {
-        let w = c
-            .query_one("SELECT worker_id FROM snowflake_status()", &[])
-            .unwrap()
-            .get::<_, Option<i32>>(0)?;
+        let w = c.scalar::<Option<i32>>("SELECT worker_id FROM snowflake_status()")?;
         (20..=29).contains(&w).then_some(w)
     });
     let state: String = r2

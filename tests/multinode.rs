@@ -179,9 +179,7 @@ fn pglogical_mesh(name: &str, workers: &[i32]) -> Vec<Cluster> {
     for n in &nodes {
         let mut c = n.connect();
         wait_until("every subscription to replicate", PATIENCE, || {
-            c.query_one("SELECT count(*) FROM pglogical.show_subscription_status() WHERE status = 'replicating'", &[])
-                .unwrap()
-                .get::<_, i64>(0)
+            c.scalar::<i64>("SELECT count(*) FROM pglogical.show_subscription_status() WHERE status = 'replicating'")
                 >= nodes.len() as i64 - 1
         });
     }
@@ -297,10 +295,7 @@ fn two_servers_with_the_same_worker_id_collide_loudly_at_the_subscriber() {
         || refused(&sink.log()),
     );
     let total = (2 * SESSIONS_PER_NODE * ROWS_PER_SESSION) as i64;
-    let n: i64 = c
-        .query_one("SELECT count(*) FROM events", &[])
-        .unwrap()
-        .get(0);
+    let n: i64 = c.scalar("SELECT count(*) FROM events");
     assert!(
         n < total,
         "all {total} rows arrived although {shared} ids collide"
@@ -308,7 +303,7 @@ fn two_servers_with_the_same_worker_id_collide_loudly_at_the_subscriber() {
 }
 
 fn count(cluster: &Cluster, sql: &str) -> i64 {
-    cluster.connect().query_one(sql, &[]).unwrap().get(0)
+    cluster.connect().scalar(sql)
 }
 
 /// What the guard says of a row it stops.
@@ -335,10 +330,7 @@ fn the_guard_stops_rows_of_the_subscribers_own_worker_id_from_native_replication
     let mut c = sink.connect();
     c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
     c.batch_execute(EVENTS).unwrap();
-    let guarded: String = c
-        .query_one("SELECT snowflake_guard('events')", &[])
-        .unwrap()
-        .get(0);
+    let guarded: String = c.scalar("SELECT snowflake_guard('events')");
     assert!(guarded.contains("public.events is guarded"), "{guarded}");
     for (name, s) in [("from_a", &a), ("from_b", &b)] {
         c.batch_execute(&format!(
@@ -460,6 +452,6 @@ fn wait_for_rows_where(cluster: &Cluster, condition: &str, rows: i64, what: &str
     wait_until(
         &format!("{what}: {rows} rows where {condition}"),
         PATIENCE,
-        || c.query_one(&sql, &[]).unwrap().get::<_, i64>(0) == rows,
+        || c.scalar::<i64>(&sql) == rows,
     );
 }

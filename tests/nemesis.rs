@@ -251,13 +251,7 @@ fn restore(registry: &mut Cluster, mut copy: Cluster) {
 /// Lets a registry that froze serve again, as its administrator would.
 fn recover_if_frozen(registry: &Cluster) -> bool {
     let mut r = registry.connect();
-    let frozen: bool = r
-        .query_one(
-            "SELECT frozen_at IS NOT NULL FROM snowflake_registry.config",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let frozen: bool = r.scalar("SELECT frozen_at IS NOT NULL FROM snowflake_registry.config");
     if frozen {
         r.batch_execute("SELECT snowflake_registry.recover()")
             .unwrap();
@@ -349,7 +343,7 @@ fn under_random_faults_no_id_repeats_and_no_worker_id_is_minted_by_two_servers_a
             }
             Fault::PauseKeeper => {
                 if let Some(pid) = keeper_of(s) {
-                    kill("-STOP", &[pid.clone()]);
+                    kill("-STOP", std::slice::from_ref(&pid));
                     let d = rng.secs(2, 12);
                     std::thread::sleep(d);
                     kill("-CONT", &[pid]);

@@ -157,10 +157,7 @@ fn the_postgresql_15_package_installs_works_and_removes_cleanly() {
         cluster.start();
         let mut c = cluster.connect();
         c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
-        let id: i64 = c
-            .query_one("SELECT snowflake_nextval()", &[])
-            .unwrap()
-            .get(0);
+        let id: i64 = c.scalar("SELECT snowflake_nextval()");
         let row = c
             .query_one(
                 "SELECT worker, ts > now() - interval '1 minute' FROM snowflake_decode($1)",
@@ -168,13 +165,8 @@ fn the_postgresql_15_package_installs_works_and_removes_cleanly() {
             )
             .unwrap();
         assert_eq!((row.get::<_, i32>(0), row.get::<_, bool>(1)), (2, true));
-        let version: String = c
-            .query_one(
-                "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_ext'",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let version: String =
+            c.scalar("SELECT extversion FROM pg_extension WHERE extname = 'snowflake_ext'");
         assert_eq!(version, self::version());
     }
     apt(&["remove", "-y", "-q", "postgresql-15-snowflake-ext"]);

@@ -67,16 +67,10 @@ fn an_ordinary_role_mints_only_with_the_configured_worker() {
     }
     app.batch_execute("INSERT INTO orders (v) SELECT g FROM generate_series(1, 100) g")
         .unwrap();
-    let id: i64 = app
-        .query_one("SELECT snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = app.scalar("SELECT snowflake_nextval()");
     let batch = ids(&mut app, "SELECT * FROM snowflake_nextval_batch(10)");
     assert_eq!(batch.len(), 10);
-    let last: i64 = app
-        .query_one("SELECT snowflake_lastval()", &[])
-        .unwrap()
-        .get(0);
+    let last: i64 = app.scalar("SELECT snowflake_lastval()");
     assert_eq!(last, *batch.last().unwrap());
     let worker: i32 = app
         .query_one("SELECT snowflake_worker($1)", &[&id])
@@ -164,10 +158,7 @@ fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_st
     // would take an hour) or for anything else.
     cluster.set_clock_offset(-3600);
     let mut app = connect_as(&cluster, "app");
-    let pid: i32 = app
-        .query_one("SELECT pg_backend_pid()", &[])
-        .unwrap()
-        .get(0);
+    let pid: i32 = app.scalar("SELECT pg_backend_pid()");
     let (all, waits) = extension_waits(&cluster, pid, || {
         let mut all = Vec::new();
         for i in 0..300 {
@@ -212,11 +203,7 @@ fn insert_for(cluster: &Cluster, ms: u64) -> Vec<i64> {
     let deadline = Instant::now() + Duration::from_millis(ms);
     let mut out = Vec::new();
     while Instant::now() < deadline {
-        out.push(
-            app.query_one("INSERT INTO orders (v) VALUES (0) RETURNING id", &[])
-                .unwrap()
-                .get(0),
-        );
+        out.push(app.scalar("INSERT INTO orders (v) VALUES (0) RETURNING id"));
         std::thread::sleep(Duration::from_millis(50));
     }
     out
@@ -257,10 +244,7 @@ fn a_far_future_clock_glitch_is_held_and_a_longer_one_is_rewound() {
     let mut app = connect_as(&cluster, "app");
     let mut glitch = Vec::new();
     wait_until("the worker to follow the jump", PATIENCE, || {
-        let id: i64 = app
-            .query_one("INSERT INTO orders (v) VALUES (0) RETURNING id", &[])
-            .unwrap()
-            .get(0);
+        let id: i64 = app.scalar("INSERT INTO orders (v) VALUES (0) RETURNING id");
         glitch.push(id);
         let held = (unix_ms_of(id) - unix_ms_now()).abs() < 10_000;
         assert!(
@@ -380,10 +364,7 @@ fn planted_operators_functions_and_index_code_never_run_as_the_superuser_who_ado
     connect_as(&cluster, "app").batch_execute(ATTACK).unwrap();
 
     // A superuser adopts app's table, with public first on the search path as is the default.
-    let out: String = admin
-        .query_one("SELECT snowflake_adopt('public.loot', 'id')", &[])
-        .unwrap()
-        .get(0);
+    let out: String = admin.scalar("SELECT snowflake_adopt('public.loot', 'id')");
     assert!(out.contains("now takes DEFAULT"), "{out}");
     admin
         .query_one(
@@ -391,15 +372,9 @@ fn planted_operators_functions_and_index_code_never_run_as_the_superuser_who_ado
             &[],
         )
         .unwrap();
-    let superuser: bool = admin
-        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'app'", &[])
-        .unwrap()
-        .get(0);
+    let superuser: bool = admin.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = 'app'");
     assert!(!superuser, "app made itself a superuser");
-    let traces: i64 = admin
-        .query_one("SELECT count(*) FROM public.pwned", &[])
-        .unwrap()
-        .get(0);
+    let traces: i64 = admin.scalar("SELECT count(*) FROM public.pwned");
     assert_eq!(traces, 0, "planted code ran");
     let log = cluster.log();
     assert!(
@@ -448,10 +423,7 @@ fn adopt_checks_its_arguments_before_locking_and_refuses_a_second_worker() {
     admin
         .query_one("SELECT snowflake_adopt('mine', 'id', 5)", &[])
         .unwrap();
-    let again: String = admin
-        .query_one("SELECT snowflake_adopt('mine', 'id', 5)", &[])
-        .unwrap()
-        .get(0);
+    let again: String = admin.scalar("SELECT snowflake_adopt('mine', 'id', 5)");
     assert!(again.contains("nothing changed"), "{again}");
     let e = error_of(&mut admin, "SELECT snowflake_adopt('mine', 'id', 6)");
     assert_eq!(e.code, "55000", "{e:?}");

@@ -33,9 +33,7 @@ fn session(cluster: &Cluster, db: &str, user: &str) -> Client {
     // transaction_timeout exists from PostgreSQL 17 on; naming it before would be refused.
     let version: i32 = cluster
         .connect()
-        .query_one("SELECT current_setting('server_version_num')::int", &[])
-        .unwrap()
-        .get(0);
+        .scalar("SELECT current_setting('server_version_num')::int");
     let transaction_timeout = if version >= 170_000 {
         " -c transaction_timeout=0"
     } else {
@@ -54,9 +52,7 @@ fn session(cluster: &Cluster, db: &str, user: &str) -> Client {
 }
 
 fn state(c: &mut Client) -> String {
-    c.query_one("SELECT state FROM snowflake_status()", &[])
-        .unwrap()
-        .get(0)
+    c.scalar("SELECT state FROM snowflake_status()")
 }
 
 fn wait_for_state(c: &mut Client, wanted: &str) {
@@ -135,16 +131,10 @@ fn marks_planted_by_the_owner_of_the_marks_database_are_never_loaded_or_written(
             "{sql}: {e:?}"
         );
     }
-    let detail: String = c
-        .query_one("SELECT detail FROM snowflake_status()", &[])
-        .unwrap()
-        .get(0);
+    let detail: String = c.scalar("SELECT detail FROM snowflake_status()");
     assert!(detail.contains("owned by app"), "{detail}");
     // Never written: the role is no superuser and its rows are as it left them.
-    let superuser: bool = c
-        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'app'", &[])
-        .unwrap()
-        .get(0);
+    let superuser: bool = c.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = 'app'");
     assert!(!superuser, "the planted trigger ran as the mark writer");
     let (rows, mark, token): (i64, i64, i64) = {
         let r = app
@@ -212,10 +202,7 @@ fn database_and_role_defaults_do_not_reach_the_mark_writer() {
         app.batch_execute(&format!("ALTER DATABASE app SET {setting}"))
             .unwrap_or_else(|e| panic!("{setting}: {e}"));
     }
-    let version: i32 = app
-        .query_one("SELECT current_setting('server_version_num')::int", &[])
-        .unwrap()
-        .get(0);
+    let version: i32 = app.scalar("SELECT current_setting('server_version_num')::int");
     if version >= 170_000 {
         app.batch_execute("ALTER DATABASE app SET transaction_timeout = 1")
             .unwrap();
@@ -252,12 +239,7 @@ fn database_and_role_defaults_do_not_reach_the_mark_writer() {
     assert_eq!(state(&mut c), "ready");
     holder.batch_execute("COMMIT").unwrap();
     let writer_runs: bool = c
-        .query_one(
-            "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+        .scalar("SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'");
     assert!(writer_runs, "{}", cluster.log());
     c.batch_execute("ALTER DATABASE app ALLOW_CONNECTIONS true")
         .unwrap();
@@ -308,7 +290,7 @@ fn minting(name: &str) -> (Cluster, i64) {
          INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
     )
     .unwrap();
-    let largest: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    let largest: i64 = c.scalar("SELECT max(id) FROM t");
     (cluster, largest)
 }
 
@@ -374,10 +356,7 @@ fn a_marks_table_others_could_change_is_refused_until_that_is_undone() {
         ),
     ];
     let mut cases = cases.to_vec();
-    let version: i32 = c
-        .query_one("SELECT current_setting('server_version_num')::int", &[])
-        .unwrap()
-        .get(0);
+    let version: i32 = c.scalar("SELECT current_setting('server_version_num')::int");
     if version >= 170_000 {
         // MAINTAIN lets a role lock the table (and hold up every write).
         cases.push((
@@ -466,12 +445,7 @@ fn a_marks_table_emptied_edited_or_rolled_back_while_down_is_in_doubt() {
     )
     .unwrap();
     wait_until("a newer generation", PATIENCE, || {
-        c.query_one(
-            "SELECT (SELECT generation FROM snowflake_ext_state.meta) > (SELECT generation FROM public.old_meta)",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+        c.scalar("SELECT (SELECT generation FROM snowflake_ext_state.meta) > (SELECT generation FROM public.old_meta)")
     });
     // The older copy first: once the marks are restored, the table has another token.
     let cases = [
@@ -585,13 +559,9 @@ fn a_member_of_pg_write_all_data_cannot_lower_the_marks() {
     // The forgeries: the rows deleted, with the header made to look like 0.2.0's (no seal) or
     // given the digest an empty table had under the old, keyless scheme.
     // (bob may write but not read: he sets worker 4's mark, the only row, ten minutes lower.)
-    let lower: i64 = c
-        .query_one(
-            "SELECT mark - (600000::bigint << 22) FROM snowflake_ext_state.marks WHERE worker = 4",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let lower: i64 = c.scalar(
+        "SELECT mark - (600000::bigint << 22) FROM snowflake_ext_state.marks WHERE worker = 4",
+    );
     // The lowered mark first: after a restore the table has a row for every worker.
     for forge in [
         format!("UPDATE snowflake_ext_state.marks SET mark = {lower}"),
@@ -636,17 +606,13 @@ fn default_privileges_in_the_marks_database_are_taken_back() {
         "SELECT snowflake_nextval() FROM generate_series(1, 1000)",
     );
     assert_strictly_increasing(&ids);
-    let grants: i64 = marks
-        .query_one(
-            "SELECT (SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a
+    let grants: i64 = marks.scalar(
+        "SELECT (SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a
                       WHERE c.relnamespace = 'snowflake_ext_state'::regnamespace
                         AND a.grantee = 'app_rw'::regrole)
                   + (SELECT count(*) FROM pg_namespace n, aclexplode(n.nspacl) a
                       WHERE n.nspname = 'snowflake_ext_state' AND a.grantee = 'app_rw'::regrole)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(grants, 0);
 }
 
@@ -695,9 +661,6 @@ fn a_terminated_askers_request_does_not_hold_the_mailbox() {
         .get(0);
     assert!(mark > above6);
     // The terminated asker's request was done (it was under way), not lost halfway.
-    let five: i64 = c
-        .query_one("SELECT snowflake_nextval(5)", &[])
-        .unwrap()
-        .get(0);
+    let five: i64 = c.scalar("SELECT snowflake_nextval(5)");
     assert!(five > above);
 }

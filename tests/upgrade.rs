@@ -138,19 +138,13 @@ fn update_gives_a_fresh_install_and_inserts_go_on(from: &str) {
     .unwrap();
     // The new library serves the database still at the old version: generation, decoding,
     // statistics.
-    let id: i64 = old
-        .query_one("SELECT snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = old.scalar("SELECT snowflake_nextval()");
     let worker: i32 = old
         .query_one("SELECT snowflake_worker($1)", &[&id])
         .unwrap()
         .get(0);
     assert_eq!(worker, 8);
-    let issued: i64 = old
-        .query_one("SELECT issued FROM snowflake_stats WHERE worker = 8", &[])
-        .unwrap()
-        .get(0);
+    let issued: i64 = old.scalar("SELECT issued FROM snowflake_stats WHERE worker = 8");
     assert!(issued >= 1);
 
     // A session inserts all along; the update happens under it, after 30 inserts and
@@ -164,10 +158,7 @@ fn update_gives_a_fresh_install_and_inserts_go_on(from: &str) {
             let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
             let mut ids = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                let id: i64 = c
-                    .query_one("INSERT INTO t (v) VALUES (1) RETURNING id", &[])
-                    .unwrap()
-                    .get(0);
+                let id: i64 = c.scalar("INSERT INTO t (v) VALUES (1) RETURNING id");
                 ids.push(id);
                 inserted.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(2));
@@ -188,13 +179,8 @@ fn update_gives_a_fresh_install_and_inserts_go_on(from: &str) {
     let ids = inserter.join().unwrap();
     assert!(ids.len() > 50, "only {} inserts", ids.len());
     assert_strictly_increasing(&ids);
-    let version: String = old
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_ext'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let version: String =
+        old.scalar("SELECT extversion FROM pg_extension WHERE extname = 'snowflake_ext'");
     assert_eq!(version, env!("CARGO_PKG_VERSION"));
 
     old.batch_execute("DROP TABLE t").unwrap();
@@ -337,12 +323,7 @@ fn upgrade_15_to_18(mode: &str) {
     for _ in 0..3 {
         let last: i64 = old
             .connect()
-            .query_one(
-                "SELECT snowflake_lastval() FROM (SELECT x FROM snowflake_nextval_batch(1000000) x LIMIT 1) one",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+            .scalar("SELECT snowflake_lastval() FROM (SELECT x FROM snowflake_nextval_batch(1000000) x LIMIT 1) one");
         largest = largest.max(last);
     }
     old.stop();
@@ -358,7 +339,7 @@ fn upgrade_15_to_18(mode: &str) {
     new.set_clock_offset(-3600);
     new.start();
     let mut c = new.connect();
-    let version: String = c.query_one("SHOW server_version_num", &[]).unwrap().get(0);
+    let version: String = c.scalar("SHOW server_version_num");
     assert!(version.starts_with("18"), "{version}");
     let lowest: i64 = wait_for("ids from the upgraded cluster", PATIENCE, || {
         c.query_one(
@@ -415,10 +396,7 @@ fn pg_upgrade_from_14_to_18_carries_the_portable_counter() {
          INSERT INTO orders (n) SELECT g FROM generate_series(1, 1000) g;",
     )
     .unwrap();
-    let largest: i64 = app
-        .query_one("SELECT max(x) FROM snowflake_nextval_batch(1000000) x", &[])
-        .unwrap()
-        .get(0);
+    let largest: i64 = app.scalar("SELECT max(x) FROM snowflake_nextval_batch(1000000) x");
     drop(app);
     old.stop();
     let mut new = Cluster::new_on(Some("18"), "portable-new", &["shared_preload_libraries="]);
@@ -427,24 +405,15 @@ fn pg_upgrade_from_14_to_18_carries_the_portable_counter() {
     new.set_clock_offset(-3600);
     new.start();
     let mut app = connect_as(&new, "app", "app");
-    let version: String = app
-        .query_one("SHOW server_version_num", &[])
-        .unwrap()
-        .get(0);
+    let version: String = app.scalar("SHOW server_version_num");
     assert!(version.starts_with("18"), "{version}");
-    let next: i64 = app
-        .query_one("SELECT snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let next: i64 = app.scalar("SELECT snowflake_nextval()");
     assert!(
         next > largest,
         "after pg_upgrade: {next} is not above {largest}"
     );
     app.batch_execute("INSERT INTO orders (n) VALUES (1001)")
         .unwrap();
-    let rows: i64 = app
-        .query_one("SELECT count(DISTINCT id) FROM orders", &[])
-        .unwrap()
-        .get(0);
+    let rows: i64 = app.scalar("SELECT count(DISTINCT id) FROM orders");
     assert_eq!(rows, 1001);
 }

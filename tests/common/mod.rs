@@ -8,6 +8,21 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// The one value of a query without parameters: `c.scalar::<i64>("SELECT ...")`. A failing
+/// query panics with its text and the server's error.
+pub trait Scalar {
+    fn scalar<T: for<'a> postgres::types::FromSql<'a>>(&mut self, sql: &str) -> T;
+}
+
+impl<C: postgres::GenericClient> Scalar for C {
+    fn scalar<T: for<'a> postgres::types::FromSql<'a>>(&mut self, sql: &str) -> T {
+        match self.query_one(sql, &[]) {
+            Ok(row) => row.get(0),
+            Err(e) => panic!("{sql}: {e}"),
+        }
+    }
+}
+
 pub const EPOCH_UNIX_MS: i64 = 1_735_689_600_000;
 
 fn script() -> PathBuf {
@@ -182,25 +197,20 @@ impl Cluster {
     }
 
     pub fn in_recovery(&self) -> bool {
-        self.connect()
-            .query_one("SELECT pg_is_in_recovery()", &[])
-            .unwrap()
-            .get(0)
+        self.connect().scalar("SELECT pg_is_in_recovery()")
     }
 
     /// Waits until this standby has replayed everything `primary` has flushed so far.
     pub fn wait_caught_up(&self, primary: &Cluster) {
         let target: String = primary
             .connect()
-            .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
-            .unwrap()
-            .get(0);
+            .scalar("SELECT pg_current_wal_flush_lsn()::text");
         let mut c = self.connect();
         let sql = format!("SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn");
         wait_until(
             &format!("the standby to replay the primary's WAL up to {target}"),
             PATIENCE,
-            || c.query_one(&sql, &[]).unwrap().get(0),
+            || c.scalar(&sql),
         );
     }
 
@@ -581,9 +591,7 @@ pub fn registry_setting(registry: &Cluster, user: &str) -> String {
 pub fn leased(cluster: &Cluster) -> i32 {
     let mut c = cluster.connect();
     wait_for("a leased worker id", PATIENCE, || {
-        c.query_one("SELECT worker_id FROM snowflake_status()", &[])
-            .unwrap()
-            .get::<_, Option<i32>>(0)
+        c.scalar::<Option<i32>>("SELECT worker_id FROM snowflake_status()")
     })
 }
 
@@ -697,9 +705,7 @@ pub fn mint(cluster: &Cluster, n: i32) -> Vec<i64> {
 
 /// What `snowflake_status()` says of the registry (its standing, server and reason).
 pub fn registry_status(c: &mut Client) -> String {
-    c.query_one("SELECT registry FROM snowflake_status()", &[])
-        .unwrap()
-        .get::<_, Option<String>>(0)
+    c.scalar::<Option<String>>("SELECT registry FROM snowflake_status()")
         .unwrap_or_default()
 }
 
