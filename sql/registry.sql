@@ -93,7 +93,14 @@ ALTER TABLE snowflake_registry.leases
   -- its holder may take it until that registry is retired.
   ADD COLUMN IF NOT EXISTS elsewhere       boolean NOT NULL DEFAULT false,
   -- Its holder's lease is to be believed over a fence the registry lost (after recover()).
-  ADD COLUMN IF NOT EXISTS recovered_at    timestamptz;
+  ADD COLUMN IF NOT EXISTS recovered_at    timestamptz,
+  -- The SHA-256 of the holder's own secret (a random value kept in its data directory, readable
+  -- only by its server): what proves that a caller is that server, not someone who read its
+  -- identity in lease_list and has the fleet's password.
+  ADD COLUMN IF NOT EXISTS secret_hash     bytea,
+  -- The request that last renewed the lease: the holder asks again with it when the answer
+  -- was lost, and is answered as the first time (not taken for a copy of itself).
+  ADD COLUMN IF NOT EXISTS last_request    bigint;
 
 -- Servers replaced by a standby promoted after them (a later timeline of the same system):
 -- they may lease no worker id again, so a server brought back beside its successor mints
@@ -139,6 +146,10 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.config (
   cautious_until           timestamptz,
   created_at               timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
+ALTER TABLE snowflake_registry.config
+  -- When the leases last imported (import) were exported from the predecessor: a lease held
+  -- there then may have been renewed there since.
+  ADD COLUMN IF NOT EXISTS predecessor_exported_at timestamptz;
 INSERT INTO snowflake_registry.config DEFAULT VALUES ON CONFLICT (one) DO NOTHING;
 UPDATE snowflake_registry.config SET format = 2;
 
@@ -233,9 +244,12 @@ BEGIN
   refusal.lock_delay_ms := c.lock_delay_ms;
   refusal.max_skew_ms := c.max_skew_ms;
   -- The fleet's role must not be able to do by hand what these functions forbid.
-  IF pg_catalog.has_table_privilege(session_user, 'snowflake_registry.leases', 'INSERT, UPDATE, DELETE, TRUNCATE')
-     OR pg_catalog.has_table_privilege(session_user, 'snowflake_registry.config', 'INSERT, UPDATE, DELETE, TRUNCATE')
-     OR pg_catalog.has_table_privilege(session_user, 'snowflake_registry.superseded', 'INSERT, UPDATE, DELETE, TRUNCATE') THEN
+  -- Every role it can become counts (SET ROLE reaches a role granted without INHERIT).
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles m
+              WHERE pg_catalog.pg_has_role(session_user, m.oid, 'MEMBER')
+                AND (pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.leases', 'INSERT, UPDATE, DELETE, TRUNCATE')
+                     OR pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.config', 'INSERT, UPDATE, DELETE, TRUNCATE')
+                     OR pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.superseded', 'INSERT, UPDATE, DELETE, TRUNCATE'))) THEN
     refusal.outcome := 'unsafe_role';
     refusal.reason := pg_catalog.format('the role %s may write the registry''s tables directly, so anyone with its password could hand a live worker id to another server', session_user);
     RETURN;
@@ -279,6 +293,18 @@ BEGIN
 END
 $$;
 
+-- The protocol's functions before the holder's secret and the renewal's request were added.
+DROP FUNCTION IF EXISTS snowflake_registry.claim(text, text, integer, text, text, text, integer, integer, integer, boolean, integer, bigint, bigint, uuid, bigint);
+DROP FUNCTION IF EXISTS snowflake_registry.claim(text, text, integer, text, text, text, text, integer, integer, integer, boolean, integer, bigint, bigint, uuid, bigint);
+DROP FUNCTION IF EXISTS snowflake_registry.confirm(text, text, integer, text, text, text, integer, integer, bigint, integer, bigint, uuid, bigint);
+DROP FUNCTION IF EXISTS snowflake_registry.renew(text, text, integer, text, text, integer, integer, bigint, bigint, integer, bigint, uuid, bigint);
+DROP FUNCTION IF EXISTS snowflake_registry.release(text, text, integer, text, text, integer, bigint, bigint, uuid, bigint);
+
+-- What a lease keeps of a holder's secret.
+CREATE OR REPLACE FUNCTION snowflake_registry.secret_hash(p_secret text)
+RETURNS bytea LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.sha256(pg_catalog.convert_to(p_secret, 'UTF8')) $$;
+
 -- An answer of outcome `outcome` for registry row `c`.
 CREATE OR REPLACE FUNCTION snowflake_registry.answer(c snowflake_registry.config, outcome text, reason text DEFAULT NULL)
 RETURNS snowflake_registry.answer LANGUAGE sql STABLE
@@ -319,9 +345,9 @@ END;
 -- caller's boot clock), or why not.
 CREATE OR REPLACE FUNCTION snowflake_registry.claim(
   p_system_identifier text, p_host text, p_port integer, p_data_directory text,
-  p_boot text, p_host_run text, p_timeline integer,
+  p_boot text, p_host_run text, p_secret text, p_timeline integer,
   p_first integer, p_last integer, p_pinned boolean,
-  p_ttl_ms integer, p_clock_ms bigint, p_fence bigint,
+  p_ttl_ms integer, p_clock_ms bigint, p_fence bigint, p_request bigint,
   p_registry uuid, p_seen_epoch bigint)
 RETURNS snowflake_registry.answer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -333,6 +359,9 @@ DECLARE
   r snowflake_registry.leases;
   me text := snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
   mine boolean;
+  -- the caller is the holder: it knows the holder's secret
+  proven boolean;
+  replay boolean;
   immediate boolean;
   cautious boolean;
   skew bigint;
@@ -356,6 +385,11 @@ BEGIN
     a := snowflake_registry.answer(c, 'superseded', pg_catalog.format('it held worker id %s; its successor is %s', s.worker, s.successor));
     a.worker := s.worker;
     RETURN a;
+  END IF;
+  IF p_first IS NULL OR p_last IS NULL OR p_first < 0 OR p_last < p_first OR p_last - p_first > 65535
+     OR p_secret IS NULL OR pg_catalog.length(p_secret) < 32 THEN
+    RAISE EXCEPTION 'a claim of worker ids %-% (secret of % characters) is not one a server makes', p_first, p_last, pg_catalog.length(p_secret)
+      USING ERRCODE = 'invalid_parameter_value', HINT = 'Worker ids are leased by snowflake_ext''s lease keeper.';
   END IF;
   IF p_timeline > 1 THEN
     PERFORM snowflake_registry.supersede(p_system_identifier, p_host, p_port, p_data_directory, p_timeline);
@@ -392,18 +426,24 @@ BEGIN
     RETURN snowflake_registry.answer(c, 'exhausted', pg_catalog.format('every worker id of %s-%s is leased by another server', p_first, p_last));
   END IF;
   mine := snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = me;
+  -- Its identity is in lease_list for anyone with the fleet's password to read: only its secret
+  -- tells the holder itself (or a copy of its data directory) from someone posing as it.
+  proven := mine AND r.secret_hash = snowflake_registry.secret_hash(p_secret);
+  -- a renewal by this very start whose answer it lost raised the fence by one
+  replay := r.fence = p_fence + 1 AND r.last_request = p_request;
   immediate :=
     -- this very start of the server, renewing what it holds
-    (mine AND r.boot = p_boot AND r.fence = p_fence AND r.released_at IS NULL AND r.displaced_at IS NULL)
+    (proven AND r.boot = p_boot AND (r.fence = p_fence OR replay) AND r.released_at IS NULL AND r.displaced_at IS NULL)
     OR (NOT cautious AND r.displaced_at IS NULL AND r.released_by IS DISTINCT FROM 'admin' AND (
           -- an earlier start of the same server on the same machine run: PostgreSQL refuses to
           -- start while any process of it is attached to its shared memory
-          (mine AND r.boot IS DISTINCT FROM p_boot AND r.host_run = p_host_run)
+          (proven AND r.boot IS DISTINCT FROM p_boot AND r.host_run = p_host_run)
           -- this start of the server, whose shared memory was reset after a crash
-          OR (mine AND r.boot = p_boot AND p_fence IS NULL)
+          OR (proven AND r.boot = p_boot AND p_fence IS NULL)
           OR r.system_identifier IS NULL
           OR (r.released_by = 'holder' AND NOT r.elsewhere)));
-  IF mine AND r.boot = p_boot AND p_fence IS NOT NULL AND r.fence <> p_fence AND r.released_at IS NULL THEN
+  IF proven AND r.boot = p_boot AND p_fence IS NOT NULL AND r.fence <> p_fence AND NOT COALESCE(replay, false)
+     AND r.released_at IS NULL THEN
     -- Another process with this very start's memory renewed it: a copy of this server's
     -- memory (a resumed VM snapshot) runs beside it.
     a := snowflake_registry.answer(c, 'duplicate', pg_catalog.format('worker id %s was renewed by another process of this very start of the server (fence %s, this one holds %s): a copy of this server''s memory runs elsewhere', r.worker, r.fence, p_fence));
@@ -414,6 +454,7 @@ BEGIN
     UPDATE snowflake_registry.leases l
        SET system_identifier = p_system_identifier, host = p_host, port = p_port, data_directory = p_data_directory,
            timeline = p_timeline, boot = p_boot, host_run = p_host_run, fence = l.fence + 1,
+           secret_hash = snowflake_registry.secret_hash(p_secret), last_request = NULL,
            ttl_ms = p_ttl_ms, skew_ms = skew,
            since = CASE WHEN mine AND l.released_at IS NULL THEN l.since ELSE pg_catalog.now() END,
            renewed_at = pg_catalog.now(),
@@ -426,7 +467,7 @@ BEGIN
     a.fence := r.fence;
   ELSE
     UPDATE snowflake_registry.leases l
-       SET pending_key = me || '|' || p_boot || '|' || p_host_run,
+       SET pending_key = me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'),
            pending_holder = snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
            pending_token = (pg_catalog.random() * 9e15)::bigint,
            pending_since = pg_catalog.now(),
@@ -454,7 +495,7 @@ $$;
 -- `granted` if nobody renewed or claimed it meanwhile.
 CREATE OR REPLACE FUNCTION snowflake_registry.confirm(
   p_system_identifier text, p_host text, p_port integer, p_data_directory text,
-  p_boot text, p_host_run text, p_timeline integer,
+  p_boot text, p_host_run text, p_secret text, p_timeline integer,
   p_worker integer, p_token bigint, p_ttl_ms integer, p_clock_ms bigint,
   p_registry uuid, p_seen_epoch bigint)
 RETURNS snowflake_registry.answer
@@ -467,14 +508,20 @@ DECLARE
   r snowflake_registry.leases;
   me text := snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
   left_ms bigint;
+  skew bigint;
 BEGIN
   SELECT * INTO o FROM snowflake_registry.open(p_registry, p_seen_epoch, true);
   c := o.c;
   a := o.refusal;
   IF a.outcome IS NOT NULL THEN RETURN a; END IF;
+  -- The claimer's clock is checked again: it starts from it now, a lock-delay after its claim.
+  skew := p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp());
+  IF abs(skew) > c.max_skew_ms THEN
+    RETURN snowflake_registry.answer(c, 'skew', pg_catalog.format('this server''s clock is %s ms %s the registry''s (at most %s ms are accepted): a new holder starts from its clock, above ids its predecessors may have issued by theirs', abs(skew), CASE WHEN skew < 0 THEN 'behind' ELSE 'ahead of' END, c.max_skew_ms));
+  END IF;
   SELECT l.* INTO r FROM snowflake_registry.leases l WHERE l.worker = p_worker FOR UPDATE;
   IF NOT FOUND OR r.pending_token IS DISTINCT FROM p_token
-     OR r.pending_key IS DISTINCT FROM me || '|' || p_boot || '|' || p_host_run THEN
+     OR r.pending_key IS DISTINCT FROM me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex') THEN
     IF snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = me
        AND r.boot IS DISTINCT FROM p_boot AND r.released_at IS NULL THEN
       a := snowflake_registry.answer(c, 'duplicate', pg_catalog.format('another start of this server (%s) holds worker id %s and renewed it while this one waited: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory), p_worker));
@@ -498,7 +545,8 @@ BEGIN
   UPDATE snowflake_registry.leases l
      SET system_identifier = p_system_identifier, host = p_host, port = p_port, data_directory = p_data_directory,
          timeline = p_timeline, boot = p_boot, host_run = p_host_run, fence = l.fence + 1,
-         ttl_ms = p_ttl_ms, skew_ms = p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()),
+         secret_hash = snowflake_registry.secret_hash(p_secret), last_request = NULL,
+         ttl_ms = p_ttl_ms, skew_ms = skew,
          since = pg_catalog.now(), renewed_at = pg_catalog.now(),
          expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
          released_at = NULL, released_by = NULL, elsewhere = false, recovered_at = NULL,
@@ -520,8 +568,8 @@ $$;
 -- `duplicate` (a copy of the caller holds it) and why.
 CREATE OR REPLACE FUNCTION snowflake_registry.renew(
   p_system_identifier text, p_host text, p_port integer, p_data_directory text,
-  p_boot text, p_timeline integer,
-  p_worker integer, p_fence bigint, p_cap bigint, p_ttl_ms integer, p_clock_ms bigint,
+  p_boot text, p_secret text, p_timeline integer,
+  p_worker integer, p_fence bigint, p_request bigint, p_cap bigint, p_ttl_ms integer, p_clock_ms bigint,
   p_registry uuid, p_seen_epoch bigint)
 RETURNS snowflake_registry.answer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -534,6 +582,7 @@ DECLARE
   me text := snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
   holder text;
   copy text;
+  replay boolean;
 BEGIN
   SELECT * INTO o FROM snowflake_registry.open(p_registry, p_seen_epoch, false);
   c := o.c;
@@ -552,8 +601,21 @@ BEGIN
     RETURN a;
   END IF;
   holder := snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory);
+  IF holder = me AND r.secret_hash IS DISTINCT FROM snowflake_registry.secret_hash(p_secret) THEN
+    -- Someone with the fleet's password posing as the holder: told nothing, changes nothing.
+    a.reason := 'the caller is not the lease''s holder';
+    RETURN a;
+  END IF;
+  IF c.moved_to IS NOT NULL AND r.expires_at < pg_catalog.now() THEN
+    -- Once exported, a lease that ran out stays out: the successor may hand it on after
+    -- retire_predecessor().
+    a.reason := pg_catalog.format('it ran out after this registry''s leases were exported to registry %s', c.moved_to);
+    RETURN a;
+  END IF;
+  -- The same request again: its answer was lost (the holder gave up waiting for it).
+  replay := r.fence = p_fence + 1 AND r.last_request = p_request;
   IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
-     AND (r.fence = p_fence OR r.recovered_at IS NOT NULL) THEN
+     AND (r.fence = p_fence OR replay OR r.recovered_at IS NOT NULL) THEN
     IF r.displaced_at > r.since THEN
       -- A copy of this server that lost this lease to it says so: both stop.
       a.outcome := 'duplicate';
@@ -564,7 +626,8 @@ BEGIN
       copy := r.pending_holder || ', start ' || pg_catalog.split_part(pg_catalog.substr(r.pending_key, pg_catalog.length(me) + 2), '|', 1);
     END IF;
     UPDATE snowflake_registry.leases l
-       SET fence = l.fence + 1, renewed_at = pg_catalog.now(),
+       SET fence = CASE WHEN replay THEN l.fence ELSE l.fence + 1 END, last_request = p_request,
+           renewed_at = pg_catalog.now(),
            expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
            ttl_ms = p_ttl_ms, timeline = p_timeline,
            skew_ms = p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()),
@@ -611,7 +674,7 @@ $$;
 -- holder, most often this server again, continues right above its ids, at once.
 CREATE OR REPLACE FUNCTION snowflake_registry.release(
   p_system_identifier text, p_host text, p_port integer, p_data_directory text,
-  p_boot text, p_worker integer, p_fence bigint, p_end bigint,
+  p_boot text, p_secret text, p_worker integer, p_fence bigint, p_end bigint,
   p_registry uuid, p_seen_epoch bigint)
 RETURNS snowflake_registry.answer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -629,6 +692,7 @@ BEGIN
      SET released_at = pg_catalog.now(), released_by = 'holder', last_mark = p_end,
          pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
    WHERE l.worker = p_worker AND l.fence = p_fence AND l.boot = p_boot AND l.released_at IS NULL
+     AND l.secret_hash = snowflake_registry.secret_hash(p_secret)
      AND snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory)
          = snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
   a := snowflake_registry.answer(c, CASE WHEN FOUND THEN 'released' ELSE 'lost' END);
@@ -762,7 +826,7 @@ BEGIN
       USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Import a registry into a new one, one at a time.';
   END IF;
   UPDATE snowflake_registry.config
-     SET predecessor = old,
+     SET predecessor = old, predecessor_exported_at = exported,
          accepts = (SELECT pg_catalog.array_agg(DISTINCT u) FROM pg_catalog.unnest(accepts || old) u),
          epoch = epoch + 1;
   FOR e IN SELECT * FROM pg_catalog.jsonb_array_elements(p_doc -> 'leases') LOOP
@@ -771,9 +835,9 @@ BEGIN
     -- the old registry is retired.
     held := l.system_identifier IS NOT NULL AND l.released_at IS NULL;
     INSERT INTO snowflake_registry.leases AS x
-           (worker, system_identifier, host, port, data_directory, timeline, boot, host_run, fence,
+           (worker, system_identifier, host, port, data_directory, timeline, boot, host_run, secret_hash, fence,
             since, renewed_at, expires_at, ttl_ms, last_mark, released_at, released_by, elsewhere, min_start_at)
-    VALUES (l.worker, l.system_identifier, l.host, l.port, l.data_directory, l.timeline, l.boot, l.host_run, 0,
+    VALUES (l.worker, l.system_identifier, l.host, l.port, l.data_directory, l.timeline, l.boot, l.host_run, l.secret_hash, 0,
             l.since, l.renewed_at, l.expires_at, l.ttl_ms, l.last_mark, l.released_at, l.released_by, held, l.min_start_at)
     ON CONFLICT (worker) DO UPDATE
       SET last_mark = GREATEST(x.last_mark, EXCLUDED.last_mark),
@@ -786,6 +850,7 @@ BEGIN
           timeline = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.timeline ELSE x.timeline END,
           boot = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.boot ELSE x.boot END,
           host_run = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.host_run ELSE x.host_run END,
+          secret_hash = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.secret_hash ELSE x.secret_hash END,
           renewed_at = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.renewed_at ELSE x.renewed_at END,
           expires_at = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.expires_at ELSE x.expires_at END,
           ttl_ms = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.ttl_ms ELSE x.ttl_ms END,
@@ -800,7 +865,9 @@ $$;
 
 -- The registry imported from is no longer used by any server: worker ids still held there at
 -- the last import become ordinary expired leases here (a claimer waits out the lock-delay).
--- Refused while the last import shows a lease there that was renewed within its lock-delay.
+-- Refused while the last import shows a lease there that had not run out when it was exported
+-- (its holder may have renewed it there since; an exported registry renews no lease that ran
+-- out).
 CREATE OR REPLACE FUNCTION snowflake_registry.retire_predecessor()
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -819,7 +886,7 @@ BEGIN
            snowflake_registry.describe(l.system_identifier, l.host, l.port, l.data_directory), l.renewed_at), ', ' ORDER BY l.worker)
     INTO live
     FROM snowflake_registry.leases l
-   WHERE l.elsewhere AND l.expires_at > pg_catalog.now() - GREATEST(COALESCE(l.ttl_ms, 0), c.lock_delay_ms) * interval '1 millisecond';
+   WHERE l.elsewhere AND (c.predecessor_exported_at IS NULL OR l.expires_at >= c.predecessor_exported_at);
   IF live IS NOT NULL THEN
     RAISE EXCEPTION 'the registry % may still have holders: %', c.predecessor, live
       USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -859,10 +926,10 @@ BEGIN
   EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA snowflake_registry TO %s', p_role);
   EXECUTE pg_catalog.format('GRANT SELECT ON snowflake_registry.lease_list TO %s', p_role);
   EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION
-      snowflake_registry.claim(text, text, integer, text, text, text, integer, integer, integer, boolean, integer, bigint, bigint, uuid, bigint),
-      snowflake_registry.confirm(text, text, integer, text, text, text, integer, integer, bigint, integer, bigint, uuid, bigint),
-      snowflake_registry.renew(text, text, integer, text, text, integer, integer, bigint, bigint, integer, bigint, uuid, bigint),
-      snowflake_registry.release(text, text, integer, text, text, integer, bigint, bigint, uuid, bigint),
+      snowflake_registry.claim(text, text, integer, text, text, text, text, integer, integer, integer, boolean, integer, bigint, bigint, bigint, uuid, bigint),
+      snowflake_registry.confirm(text, text, integer, text, text, text, text, integer, integer, bigint, integer, bigint, uuid, bigint),
+      snowflake_registry.renew(text, text, integer, text, text, text, integer, integer, bigint, bigint, bigint, integer, bigint, uuid, bigint),
+      snowflake_registry.release(text, text, integer, text, text, text, integer, bigint, bigint, uuid, bigint),
       snowflake_registry.identity()
     TO %s', p_role);
 END

@@ -287,11 +287,12 @@ fn the_fleets_role_can_neither_write_the_registry_nor_take_a_worker_id_a_server_
         .unwrap();
     let (sysid, host, port, dir): (String, String, i32, String) =
         (lease.get(0), lease.get(1), lease.get(2), lease.get(3));
+    let forged_secret = "0123456789abcdef0123456789abcdef";
     let claim = fleet
         .query_one(
-            "SELECT outcome, token, wait_ms FROM snowflake_registry.claim($1, $2, $3, $4, 'forged', 'elsewhere', 1,
-                     7, 7, true, 5000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL)",
-            &[&sysid, &host, &port, &dir],
+            "SELECT outcome, token, wait_ms FROM snowflake_registry.claim($1, $2, $3, $4, 'forged', 'elsewhere', $5, 1,
+                     7, 7, true, 5000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
+            &[&sysid, &host, &port, &dir, &forged_secret],
         )
         .unwrap();
     assert_eq!(claim.get::<_, String>(0), "wait");
@@ -302,9 +303,9 @@ fn the_fleets_role_can_neither_write_the_registry_nor_take_a_worker_id_a_server_
     });
     let confirmed: String = fleet
         .query_one(
-            "SELECT outcome FROM snowflake_registry.confirm($1, $2, $3, $4, 'forged', 'elsewhere', 1, 7, $5, 5000,
+            "SELECT outcome FROM snowflake_registry.confirm($1, $2, $3, $4, 'forged', 'elsewhere', $5, 1, 7, $6, 5000,
                      (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL)",
-            &[&sysid, &host, &port, &dir, &token],
+            &[&sysid, &host, &port, &dir, &forged_secret, &token],
         )
         .unwrap()
         .get(0);
@@ -313,6 +314,153 @@ fn the_fleets_role_can_neither_write_the_registry_nor_take_a_worker_id_a_server_
     let minted = minting.finish();
     assert_eq!(minted.refused, 0, "{:?}", minted.last_refusal);
     assert!(!minted.ids.is_empty());
+}
+
+#[test]
+fn the_fleets_role_knowing_a_holders_identity_boot_and_fence_can_neither_take_nor_give_back_its_worker_id(
+) {
+    let registry = registry("handover-pose-registry");
+    let victim = leasing_server(
+        "handover-pose-victim",
+        &registry,
+        &["snowflake.worker_range=7"],
+    );
+    assert_eq!(leased(&victim), 7);
+    // Everything the registry knows of the holder but its secret (which only its data
+    // directory holds): its identity, this start's boot, its machine run, its fence. The
+    // victim's keeper is stopped meanwhile, so that the fence stays the one read.
+    let keeper = keeper_pid(&victim);
+    signal(&keeper, "-STOP");
+    let mut r = registry.connect();
+    let row = r
+        .query_one(
+            "SELECT system_identifier, host, port, data_directory, boot, host_run, fence
+               FROM snowflake_registry.leases WHERE worker = 7",
+            &[],
+        )
+        .unwrap();
+    let (sysid, host, port, dir, boot, host_run, fence): (
+        String,
+        String,
+        i32,
+        String,
+        String,
+        String,
+        i64,
+    ) = (
+        row.get(0),
+        row.get(1),
+        row.get(2),
+        row.get(3),
+        row.get(4),
+        row.get(5),
+        row.get(6),
+    );
+    let forged_secret = "0123456789abcdef0123456789abcdef";
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    // Posing as an earlier start of the holder on its machine run: no lease at once.
+    let claimed: String = fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.claim($1, $2, $3, $4, 'an-earlier-start', $5, $6, 1,
+                     7, 7, true, 5000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
+            &[&sysid, &host, &port, &dir, &host_run, &forged_secret],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(claimed, "wait");
+    // Giving it back, or renewing it, in the holder's name: refused, nothing changes.
+    let released: String = fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.release($1, $2, $3, $4, $5, $6, 7, $7, 0, NULL, NULL)",
+            &[&sysid, &host, &port, &dir, &boot, &forged_secret, &fence],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(released, "lost");
+    let renewed: String = fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.renew($1, $2, $3, $4, $5, $6, 1, 7, $7, 1, 0, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL)",
+            &[&sysid, &host, &port, &dir, &boot, &forged_secret, &fence],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(renewed, "lost");
+    let (still_fence, released_at_null): (i64, bool) = {
+        let row = r
+            .query_one(
+                "SELECT fence, released_at IS NULL FROM snowflake_registry.leases WHERE worker = 7",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((still_fence, released_at_null), (fence, true));
+    signal(&keeper, "-CONT");
+    // The victim renews as before (its claim-in-waiting by the poser is cleared) and mints.
+    wait_until("a renewal by the victim", PATIENCE, || {
+        r.scalar::<i64>("SELECT fence FROM snowflake_registry.leases WHERE worker = 7") > fence
+    });
+    assert_eq!(leased(&victim), 7);
+    assert!(mint(&victim, 100).iter().all(|&id| worker_of(id) == 7));
+}
+
+#[test]
+fn a_renewal_whose_answer_was_lost_is_answered_again_and_not_taken_for_a_copy() {
+    let registry = registry("handover-lost-answer-registry");
+    let holder = leasing_server(
+        "handover-lost-answer",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
+    );
+    assert_eq!(leased(&holder), 7);
+    // The registry stalls: every call waits on its configuration row, longer than the keeper
+    // waits for an answer.
+    let mut stall = registry.connect();
+    stall
+        .batch_execute("BEGIN; SELECT * FROM snowflake_registry.config FOR UPDATE")
+        .unwrap();
+    let mut r = registry.connect();
+    wait_until(
+        "a renewal waiting on the stalled registry",
+        PATIENCE,
+        || {
+            r.scalar::<i64>(
+                "SELECT count(*) FROM pg_stat_activity
+              WHERE usename = 'fleet' AND wait_event_type = 'Lock' AND query LIKE '%renew%'",
+            ) > 0
+        },
+    );
+    let fence: i64 = r.scalar("SELECT fence FROM snowflake_registry.leases WHERE worker = 7");
+    let since: String =
+        r.scalar("SELECT since::text FROM snowflake_registry.leases WHERE worker = 7");
+    wait_for_standing(&holder, "unreachable");
+    // The stall ends: the renewal the keeper gave up on commits, unanswered. The keeper asks
+    // again; the registry answers as it did, and the holder keeps its worker id.
+    stall.batch_execute("COMMIT").unwrap();
+    wait_until("the lost renewal and its repeat", PATIENCE, || {
+        r.scalar::<i64>("SELECT fence FROM snowflake_registry.leases WHERE worker = 7") > fence
+    });
+    let status = wait_for_standing(&holder, "held");
+    assert!(!status.contains("duplicate"), "{status}");
+    // The same lease all along: never taken for a copy's, nor granted anew after a wait.
+    let (same_since, never_displaced): (String, bool) = {
+        let row = r
+            .query_one(
+                "SELECT since::text, displaced_at IS NULL AND released_at IS NULL
+                   FROM snowflake_registry.leases WHERE worker = 7",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(same_since, since, "the lease was granted anew");
+    assert!(never_displaced, "the lease was marked as taken by a copy");
+    assert!(
+        !holder.log().contains("two starts"),
+        "the server was taken for a copy of itself"
+    );
+    assert!(mint(&holder, 100).iter().all(|&id| worker_of(id) == 7));
 }
 
 #[test]

@@ -150,6 +150,10 @@ struct Keeper {
     next_attempt: u64,
     /// What the last failure said: a new reason is logged at once.
     last_failure: String,
+    /// The renewal in flight: drawn at its first attempt, kept until the registry answers, so
+    /// that an attempt whose answer was lost is asked again as itself (the registry would
+    /// otherwise take this server's own renewal for a copy's).
+    request: Option<i64>,
 }
 
 impl Keeper {
@@ -169,6 +173,7 @@ impl Keeper {
             failures: 0,
             next_attempt: 0,
             last_failure: String::new(),
+            request: None,
         }
     }
 
@@ -222,7 +227,7 @@ impl Keeper {
                 }
             }
             let wake_at = if !settings::leasing() {
-                self.release("snowflake.registry is no longer used");
+                self.leave_registry();
                 self.set_status(Standing::NotUsed, "");
                 None
             } else if settings::registry().trim().is_empty() {
@@ -233,6 +238,33 @@ impl Keeper {
                 self.step()
             };
             self.sleep_until(wake_at);
+        }
+    }
+
+    /// `snowflake.registry` emptied, or `snowflake.worker_id` set to a number without it: the
+    /// lease is given back, unless the server now names the same worker id by hand. Then it is
+    /// kept in the registry (until it runs out there, and the lock-delay after it) and not
+    /// minted in this start: given back, another server could take it at once while this one
+    /// went on by hand.
+    fn leave_registry(&mut self) {
+        match self.phase {
+            Phase::Holding(held) if settings::worker() == held.worker as i32 => {
+                self.phase = Phase::Idle;
+                stop_using(
+                    self.shared,
+                    held.worker,
+                    "snowflake.registry was emptied while the worker id stays set by hand",
+                );
+                self.shared.control().lease.fence = None;
+                errors::warn(
+                    format!(
+                        "snowflake: {NAME}: worker id {} was leased from the registry, and is now set by hand with no registry: this server mints no more ids with it until it restarts, and it stays leased in the registry until its lease runs out",
+                        held.worker
+                    ),
+                    "A worker id set by hand must lie outside every leasing server's snowflake.worker_range. Set snowflake.registry back to lease it again; or stop this server, take the worker id out of the registry's use (snowflake_registry.release_worker, and a worker_range that leaves it out), and start it with the worker id set by hand.",
+                );
+            }
+            _ => self.release("snowflake.registry is no longer used"),
         }
     }
 
@@ -490,6 +522,9 @@ impl Keeper {
         let fence = self.shared.control().lease.fence;
         let seen = self.seen();
         let sent_at = clock::boot_ms();
+        // A renewal whose answer was lost may have raised the fence: the registry knows it by
+        // its request.
+        let request = self.request;
         let answer = self.registry(Instant::now() + EXCHANGE).and_then(|mut r| {
             r.claim(
                 &me,
@@ -498,11 +533,15 @@ impl Keeper {
                 timing.ttl_ms,
                 clock::unix_ms(),
                 fence,
+                request,
                 seen,
             )
         });
         let a = match answer {
-            Ok(a) => a,
+            Ok(a) => {
+                self.request = None;
+                a
+            }
             Err(Failure::Interrupted) => return,
             Err(e) => return self.failed(Standing::Unreachable, &e.to_string()),
         };
@@ -753,11 +792,15 @@ impl Keeper {
         let cap_id = p.layout.id_from_tick(cap, held.worker);
         let me = self.me.clone();
         let seen = self.seen();
+        let request = *self
+            .request
+            .get_or_insert_with(|| (clock::random_u64() >> 1) as i64);
         let answer = self.registry(Instant::now() + EXCHANGE).and_then(|mut r| {
             r.renew(
                 &me,
                 held.worker,
                 held.fence,
+                request,
                 cap_id,
                 held.ttl_ms,
                 clock::unix_ms(),
@@ -772,6 +815,7 @@ impl Keeper {
                 return None;
             }
         };
+        self.request = None;
         self.note(&a);
         match a.outcome {
             Outcome::Renewed => {
@@ -1047,7 +1091,48 @@ fn identity(shared: &Shared) -> Holder {
         timeline: timeline(),
         boot: format!("{:016x}", shared.boot.load(Relaxed)),
         host_run: host_run(),
+        secret: secret(),
     }
+}
+
+/// This server's secret for the registry (`Holder::secret`): 128 random bits kept in
+/// `snowflake_ext.lease_secret` in the data directory (mode 0600, made at the first start that
+/// leases). Unreadable, a new one is drawn for this start only: the registry then believes no
+/// earlier start of this server, which waits out the lock-delay like any other claimer.
+fn secret() -> String {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let valid = |s: &str| s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let drawn = format!("{:016x}{:016x}", clock::random_u64(), clock::random_u64());
+    // SAFETY: DataDir is set before any background worker starts, and never changes.
+    let dir = unsafe { std::ffi::CStr::from_ptr(pg_sys::DataDir) }
+        .to_string_lossy()
+        .into_owned();
+    let path = std::path::Path::new(&dir).join("snowflake_ext.lease_secret");
+    if let Ok(kept) = std::fs::read_to_string(&path) {
+        if valid(kept.trim()) {
+            return kept.trim().to_string();
+        }
+    }
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| {
+            f.write_all(drawn.as_bytes())?;
+            f.sync_all()
+        });
+    if let Err(e) = made {
+        errors::warn(
+            format!(
+                "snowflake: {NAME}: {} could not be made ({e}): a secret for this start only is used",
+                path.display()
+            ),
+            "Until it can be, a restart of this server waits out the registry's lock-delay before it leases its worker id again. Remove a damaged file; the server makes it again.",
+        );
+    }
+    drawn
 }
 
 /// The machine run this server started on: the kernel's boot id, and the mount, network and

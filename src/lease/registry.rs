@@ -23,6 +23,10 @@ pub struct Holder {
     /// of an earlier start of it is attached to its shared memory: an earlier start of this
     /// server on the same machine run has stopped for good.
     pub host_run: String,
+    /// A random value kept in the data directory (`keeper::secret`), that only this server
+    /// (and a copy of its data directory) knows: the registry keeps its hash with the lease,
+    /// and believes a caller is the holder only if it presents it. Never logged.
+    pub secret: String,
 }
 
 impl Holder {
@@ -151,12 +155,14 @@ impl Registry<'_> {
         ttl_ms: u64,
         clock_ms: i64,
         fence: Option<i64>,
+        request: Option<i64>,
         seen: Seen,
     ) -> Result<Answer, Failure> {
         let mut params: Vec<Option<String>> = me.key().to_vec();
         params.extend([
             Some(me.boot.clone()),
             Some(me.host_run.clone()),
+            Some(me.secret.clone()),
             Some(me.timeline.to_string()),
             Some(range.first.to_string()),
             Some(range.last.to_string()),
@@ -164,13 +170,14 @@ impl Registry<'_> {
             Some(ttl_ms.to_string()),
             Some(clock_ms.to_string()),
             fence.map(|f| f.to_string()),
+            request.map(|r| r.to_string()),
         ]);
         params.extend(seen_params(seen));
         self.call(
             "claim",
             &[
-                "text", "text", "int4", "text", "text", "text", "int4", "int4", "int4", "bool",
-                "int4", "int8", "int8", "uuid", "int8",
+                "text", "text", "int4", "text", "text", "text", "text", "int4", "int4", "int4",
+                "bool", "int4", "int8", "int8", "int8", "uuid", "int8",
             ],
             &params,
         )
@@ -191,6 +198,7 @@ impl Registry<'_> {
         params.extend([
             Some(me.boot.clone()),
             Some(me.host_run.clone()),
+            Some(me.secret.clone()),
             Some(me.timeline.to_string()),
             Some(worker.to_string()),
             Some(token.to_string()),
@@ -201,21 +209,24 @@ impl Registry<'_> {
         self.call(
             "confirm",
             &[
-                "text", "text", "int4", "text", "text", "text", "int4", "int4", "int8", "int4",
-                "int8", "uuid", "int8",
+                "text", "text", "int4", "text", "text", "text", "text", "int4", "int4", "int8",
+                "int4", "int8", "uuid", "int8",
             ],
             &params,
         )
     }
 
     /// Renews `me`'s lease of `worker` (last seen with `fence`) for `ttl_ms`, recording `cap`
-    /// (an id of the worker) below which it will issue.
+    /// (an id of the worker) below which it will issue. `request` is the same for every
+    /// attempt of one renewal, so that the registry answers an attempt whose first answer was
+    /// lost as it did the first time.
     #[allow(clippy::too_many_arguments)]
     pub fn renew(
         &mut self,
         me: &Holder,
         worker: u32,
         fence: i64,
+        request: i64,
         cap: i64,
         ttl_ms: u64,
         clock_ms: i64,
@@ -224,9 +235,11 @@ impl Registry<'_> {
         let mut params: Vec<Option<String>> = me.key().to_vec();
         params.extend([
             Some(me.boot.clone()),
+            Some(me.secret.clone()),
             Some(me.timeline.to_string()),
             Some(worker.to_string()),
             Some(fence.to_string()),
+            Some(request.to_string()),
             Some(cap.to_string()),
             Some(ttl_ms.to_string()),
             Some(clock_ms.to_string()),
@@ -235,8 +248,8 @@ impl Registry<'_> {
         self.call(
             "renew",
             &[
-                "text", "text", "int4", "text", "text", "int4", "int4", "int8", "int8", "int4",
-                "int8", "uuid", "int8",
+                "text", "text", "int4", "text", "text", "text", "int4", "int4", "int8", "int8",
+                "int8", "int4", "int8", "uuid", "int8",
             ],
             &params,
         )
@@ -254,6 +267,7 @@ impl Registry<'_> {
         let mut params: Vec<Option<String>> = me.key().to_vec();
         params.extend([
             Some(me.boot.clone()),
+            Some(me.secret.clone()),
             Some(worker.to_string()),
             Some(fence.to_string()),
             Some(end.to_string()),
@@ -262,7 +276,8 @@ impl Registry<'_> {
         self.call(
             "release",
             &[
-                "text", "text", "int4", "text", "text", "int4", "int8", "int8", "uuid", "int8",
+                "text", "text", "int4", "text", "text", "text", "int4", "int8", "int8", "uuid",
+                "int8",
             ],
             &params,
         )
