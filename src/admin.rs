@@ -80,6 +80,17 @@ fn snowflake_rewind(
             .check_worker(w as i64)
             .unwrap_or_else(|e| errors::layout_error(e, layout)),
     };
+    if crate::settings::leasing() {
+        // A leased worker id's next holder starts above what its holder gives back, which is
+        // one past its last id: the reserved ids would be issued again.
+        errors::raise(
+            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("snowflake worker {worker} is leased from the registry, and a leased worker is not rewound"),
+            None,
+            "Its ids run ahead of the clock until the clock catches up (snowflake_stats shows ahead_ms). To bring them back \
+             at once, stop this server, start it with another worker id, and let the registry hand this one on.",
+        );
+    }
     let clock = crate::clock::wall(layout);
     let reply = mailbox::ask(shared, Ask::Rewind { worker, clock });
     match reply.answer {

@@ -308,7 +308,8 @@ pub fn clock_event(worker: u32, event: ClockEvent, layout: &Layout) {
             ),
             &format!(
                 "If the jump was a mistake, fix the clock, then run SELECT snowflake_rewind({worker}); to bring \
-                 the worker's ids back to the right time (the ids issued since the jump stay unique)."
+                 the worker's ids back to the right time (the ids issued since the jump stay unique). A worker id \
+                 leased from a registry is not rewound: its ids run ahead until the clock catches up."
             ),
         ),
         ClockEvent::JumpIgnored { by, after } => warn(
