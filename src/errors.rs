@@ -209,7 +209,7 @@ pub fn exhausted(worker: u32, layout: &Layout) -> ! {
         ),
         Some(format!(
             "The system clock reads {}; {}",
-            show_unix_ms(crate::clock::unix_ms()),
+            show_unix_ms(crate::mint::clock::unix_ms()),
             range_of(layout)
         )),
         "Check the server's clock; if it is right, this layout's time range is used up.",

@@ -93,34 +93,17 @@
 
 use pgrx::prelude::*;
 
-pub mod admin;
-pub mod adopt;
-pub mod bench_floor;
-pub mod citus;
-pub mod clock;
-pub mod compat;
-pub mod control;
-pub mod decode;
 pub mod errors;
-pub mod guard;
-pub mod id_columns;
-pub mod lastval;
+pub mod ids;
 pub mod lease;
-pub mod mailbox;
-pub mod marks_table;
-pub mod nextval;
-pub mod owner_scan;
-pub mod privileges;
+pub mod marks;
+pub mod mint;
 pub mod settings;
-pub mod shmem;
+pub mod shared;
 pub mod stats;
+pub mod tables;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
-pub mod text;
-pub mod time_filter;
-pub mod token_file;
-pub mod wait;
-pub mod writer;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -135,12 +118,12 @@ pub extern "C-unwind" fn _PG_init() {
         settings::mark_preloaded();
     }
     settings::define(preloading);
-    time_filter::install();
+    ids::time_filter::install();
     if preloading {
-        shmem::request();
-        writer::register();
+        shared::shmem::request();
+        marks::writer::register();
         lease::register();
-        citus::register();
+        tables::citus::register();
     }
 }
 

@@ -20,10 +20,10 @@
 use super::libpq::{Connection, Failure};
 use super::registry::{Answer, Holder, Registry};
 use super::{stop_using, Standing, NONE, RAN_OUT};
-use crate::control::State;
-use crate::mailbox::{self, Answer as Reply, Ask};
-use crate::shmem::{self, Shared};
-use crate::{clock, errors, settings};
+use crate::marks::mailbox::{self, Answer as Reply, Ask};
+use crate::shared::control::State;
+use crate::shared::shmem::{self, Shared};
+use crate::{errors, mint::clock, settings};
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::prelude::*;
 use snowflake_core::generator::MARK_AHEAD_MS;

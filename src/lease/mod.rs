@@ -14,9 +14,9 @@ mod registry;
 
 pub use keeper::register;
 
-use crate::control::Text;
-use crate::shmem::{ControlGuard, Shared};
-use crate::{clock, errors, settings};
+use crate::shared::control::Text;
+use crate::shared::shmem::{ControlGuard, Shared};
+use crate::{errors, mint::clock, settings};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use snowflake_core::generator::CLOSED;
@@ -136,7 +136,7 @@ pub fn leased() -> Option<i32> {
     if !settings::is_preloaded() {
         return None;
     }
-    let w = crate::shmem::shared().lease.worker.load(Acquire);
+    let w = crate::shared::shmem::shared().lease.worker.load(Acquire);
     (w != NONE).then_some(w as i32)
 }
 

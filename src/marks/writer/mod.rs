@@ -38,9 +38,9 @@ pub(crate) mod session;
 mod signals;
 mod write;
 
-use crate::control::{State, TableState};
-use crate::shmem::{self, Shared};
-use crate::{errors, mailbox, marks_table, settings};
+use crate::shared::control::{State, TableState};
+use crate::shared::shmem::{self, Shared};
+use crate::{errors, marks::mailbox, marks::marks_table, settings};
 use latch::Until;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::prelude::*;

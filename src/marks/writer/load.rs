@@ -3,9 +3,9 @@
 //! workers' state in shared memory and read back what is durable.
 
 use super::{session, Writer, NAME};
-use crate::control::{State, TableState};
-use crate::marks_table::{self, Refusal};
-use crate::{errors, token_file};
+use crate::marks::marks_table::{self, Refusal};
+use crate::shared::control::{State, TableState};
+use crate::{errors, marks::token_file};
 use snowflake_core::layout::Layout;
 use snowflake_core::legacy;
 use snowflake_core::marks::{self, Row};
@@ -231,13 +231,13 @@ fn read_legacy() -> Legacy {
 
 /// A random token for a new marks table (never 0, which means none).
 pub(super) fn random_token() -> u64 {
-    crate::clock::random_u64()
+    crate::mint::clock::random_u64()
 }
 
 /// A random key to seal a new marks table with.
 pub(super) fn new_key() -> [u8; 16] {
     let mut key = [0u8; 16];
-    key[..8].copy_from_slice(&crate::clock::random_u64().to_le_bytes());
-    key[8..].copy_from_slice(&crate::clock::random_u64().to_le_bytes());
+    key[..8].copy_from_slice(&crate::mint::clock::random_u64().to_le_bytes());
+    key[8..].copy_from_slice(&crate::mint::clock::random_u64().to_le_bytes());
     key
 }

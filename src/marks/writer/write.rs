@@ -2,9 +2,9 @@
 //! then raised in shared memory; and the clean stop.
 
 use super::{session, signals, Writer, NAME, RETRY};
-use crate::control::{State, TableState};
-use crate::marks_table::{self, Refusal};
-use crate::{clock, errors, token_file};
+use crate::marks::marks_table::{self, Refusal};
+use crate::shared::control::{State, TableState};
+use crate::{errors, marks::token_file, mint::clock};
 use pgrx::prelude::*;
 use snowflake_core::marks::{self, Row};
 use snowflake_core::token::Recorded;

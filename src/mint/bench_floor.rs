@@ -13,6 +13,6 @@ use pgrx::prelude::*;
 /// and the same result type as `snowflake_nextval(worker)`, and nothing else.
 #[pg_extern(volatile, parallel_safe, sql = false)]
 fn snowflake_bench_floor(worker: Option<i32>) -> i64 {
-    let layout = &crate::shmem::shared().params.layout;
-    crate::clock::wall(layout) as i64 + worker.unwrap_or(0) as i64
+    let layout = &crate::shared::shmem::shared().params.layout;
+    crate::mint::clock::wall(layout) as i64 + worker.unwrap_or(0) as i64
 }

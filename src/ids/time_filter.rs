@@ -20,7 +20,7 @@
 //! CTEs), with a right-hand side that is not volatile. The bounds are IMMUTABLE and clamp times
 //! outside the layout, so a condition never raises an error the query would not.
 
-use crate::{decode, errors, settings};
+use crate::{errors, ids::decode, settings};
 use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::prelude::*;
 use std::ffi::{c_char, c_int, CStr, CString};

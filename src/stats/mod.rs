@@ -1,7 +1,9 @@
 //! `snowflake_stats`: what each worker has done since the server started, and its persisted
 //! mark.
 
-use crate::shmem;
+pub mod compat;
+
+use crate::shared::shmem;
 use pgrx::prelude::*;
 use snowflake_core::generator::Slot;
 use std::sync::atomic::Ordering::*;
@@ -25,7 +27,7 @@ pub fn figures() -> Vec<Figures> {
     let shared = shmem::shared();
     let p = &shared.params;
     let layout = &p.layout;
-    let now = crate::clock::wall(layout);
+    let now = crate::mint::clock::wall(layout);
     let ms = |units: u64| layout.ms_in_units(units) as i64;
     shared
         .slots()
@@ -114,7 +116,7 @@ fn snowflake_status() -> TableIterator<
         name!(registry, Option<String>),
     ),
 > {
-    use crate::control::State;
+    use crate::shared::control::State;
     let shared = shmem::shared();
     let (state, why, hint, failure) = {
         let control = shared.control();
@@ -141,7 +143,7 @@ fn snowflake_status() -> TableIterator<
         ),
         State::Ready => (
             "ready",
-            failure.or_else(|| crate::citus::conflict_detail(shared)),
+            failure.or_else(|| crate::tables::citus::conflict_detail(shared)),
         ),
         State::Starting => ("starting", failure.or((!why.is_empty()).then_some(why))),
         State::InDoubt if hint.is_empty() => ("in doubt", Some(why)),

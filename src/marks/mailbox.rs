@@ -19,9 +19,9 @@
 //! * a writer that exits while it works on a request answers it as failed when it starts
 //!   again.
 
-use crate::control::Text;
-use crate::shmem::Shared;
-use crate::{clock, errors};
+use crate::shared::control::Text;
+use crate::shared::shmem::Shared;
+use crate::{errors, mint::clock};
 use pgrx::prelude::*;
 use pgrx::{PgSqlErrorCode, PgTryBuilder};
 use std::time::{Duration, Instant};
@@ -199,7 +199,7 @@ fn withdraw(shared: &Shared, number: u64) {
 
 /// Ends this backend's wait and lets the next asker in.
 fn done(shared: &Shared) {
-    crate::wait::done();
+    crate::mint::wait::done();
     shared.broadcast();
 }
 
@@ -207,7 +207,7 @@ fn done(shared: &Shared) {
 /// asker broadcasts, or `RECHECK_MS`; raises an error once the asker has waited too long.
 fn wait(shared: &Shared, since: Instant) {
     if since.elapsed() > Duration::from_millis(EXPIRES_MS) {
-        crate::wait::done();
+        crate::mint::wait::done();
         errors::raise(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!(
@@ -222,7 +222,7 @@ fn wait(shared: &Shared, since: Instant) {
     unsafe {
         pg_sys::ConditionVariableTimedSleep(
             shared.cv(),
-            crate::wait::RECHECK_MS,
+            crate::mint::wait::RECHECK_MS,
             pg_sys::PG_WAIT_EXTENSION,
         );
     }

@@ -3,8 +3,8 @@
 //! clock jump that was followed by mistake). Each asks the mark writer through the control
 //! block's mailbox and waits for the change to be durable before it returns.
 
-use crate::mailbox::{self, Answer, Ask, Reply};
-use crate::shmem::{self, Shared};
+use crate::marks::mailbox::{self, Answer, Ask, Reply};
+use crate::shared::shmem::{self, Shared};
 use crate::{errors, settings};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
@@ -80,7 +80,7 @@ fn snowflake_rewind(
             .check_worker(w as i64)
             .unwrap_or_else(|e| errors::layout_error(e, layout)),
     };
-    let clock = crate::clock::wall(layout);
+    let clock = crate::mint::clock::wall(layout);
     let reply = mailbox::ask(shared, Ask::Rewind { worker, clock });
     match reply.answer {
         Answer::Rewound(r) => TableIterator::once((
@@ -194,8 +194,8 @@ fn failed(reply: Reply) -> ! {
 /// owner's rights (`owner_scan.rs`). A column that makes ids but cannot be read as ids is an
 /// error: the largest id is never guessed.
 fn largest_id(table: pg_sys::Oid) -> i64 {
-    let columns = crate::id_columns::of(table);
-    let name = || crate::owner_scan::name_of(table);
+    let columns = crate::tables::id_columns::of(table);
+    let name = || crate::tables::owner_scan::name_of(table);
     if columns.is_empty() {
         errors::raise(
             ERRCODE_UNDEFINED_COLUMN,
@@ -223,7 +223,7 @@ fn largest_id(table: pg_sys::Oid) -> i64 {
     }
     columns
         .iter()
-        .filter_map(|column| crate::owner_scan::largest(table, &column.name))
+        .filter_map(|column| crate::tables::owner_scan::largest(table, &column.name))
         .max()
         .unwrap_or(0)
 }

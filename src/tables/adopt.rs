@@ -3,7 +3,7 @@
 //! best as PL/pgSQL: see `sql/adopt.sql`.
 
 pgrx::extension_sql_file!(
-    "../sql/adopt.sql",
+    "../../sql/adopt.sql",
     name = "snowflake_adopt",
     requires = [
         snowflake_min_id,

@@ -2,9 +2,9 @@
 //! control lock and checking for interrupts: on the condition variable the mark writer
 //! broadcasts whenever it raises marks or changes state, or on its latch for the clock.
 
-use crate::control::State;
 use crate::errors;
-use crate::shmem::Shared;
+use crate::shared::control::State;
+use crate::shared::shmem::Shared;
 use pgrx::prelude::*;
 use std::time::{Duration, Instant};
 
@@ -96,7 +96,7 @@ fn nudge_postmaster(shared: &Shared) {
     #[cfg(any(feature = "pg14", feature = "pg15"))]
     {
         use std::sync::atomic::Ordering::Relaxed;
-        let now = crate::clock::boot_ms();
+        let now = crate::mint::clock::boot_ms();
         let last = shared.postmaster_nudged_at.load(Relaxed);
         if now.saturating_sub(last) < NUDGE_AFTER.as_millis() as u64
             || shared

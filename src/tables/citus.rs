@@ -40,9 +40,9 @@
 //! `auto` are not compared, and `snowflake_nextval(worker)` with an explicit worker is not
 //! either (a loader's own range).
 
-use crate::control::Text;
-use crate::shmem::{self, Shared};
-use crate::writer::session;
+use crate::marks::writer::session;
+use crate::shared::control::Text;
+use crate::shared::shmem::{self, Shared};
 use crate::{errors, settings};
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::prelude::*;
@@ -301,7 +301,7 @@ fn confirm(shared: &Shared, worker: u32) {
     loop {
         let verified = shared.citus.verified();
         if verified == worker || verified == ANY {
-            crate::wait::done();
+            crate::mint::wait::done();
             return;
         }
         let (conflict, failure) = {
@@ -315,11 +315,11 @@ fn confirm(shared: &Shared, worker: u32) {
             (conflict, control.citus.failure.get())
         };
         if let Some((this_node, other_node)) = conflict {
-            crate::wait::done();
+            crate::mint::wait::done();
             errors::citus_shared_worker(worker, &this_node, &other_node);
         }
         if since.elapsed() > WAIT_LIMIT {
-            crate::wait::done();
+            crate::mint::wait::done();
             let configured = shared.citus.configured.load(Acquire);
             let why = if configured >= 0 && configured as u32 != worker {
                 format!(
@@ -346,7 +346,7 @@ fn confirm(shared: &Shared, worker: u32) {
         unsafe {
             pg_sys::ConditionVariableTimedSleep(
                 shared.cv(),
-                crate::wait::RECHECK_MS,
+                crate::mint::wait::RECHECK_MS,
                 pg_sys::PG_WAIT_EXTENSION,
             );
         }

@@ -11,8 +11,8 @@
 //!   writes to a sequence relation, which a parallel worker may not do; this writes only shared
 //!   memory.) The worker id setting is copied to parallel workers like every other setting.
 
-use crate::shmem::{self, Shared};
-use crate::{clock, errors, settings, wait};
+use crate::shared::shmem::{self, Shared};
+use crate::{errors, mint::clock, mint::wait, settings};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use snowflake_core::generator::{Miss, Outcome, Params};
@@ -54,7 +54,7 @@ pub fn snowflake_nextval_batch_configured(n: Option<i32>) -> SetOfIterator<'stat
 fn next(shared: &Shared, worker: u32) -> i64 {
     let tick = issue(shared, worker, 1);
     let id = shared.params.layout.id_from_tick(tick, worker);
-    crate::lastval::remember(id);
+    crate::mint::lastval::remember(id);
     id
 }
 
@@ -78,7 +78,7 @@ fn batch(shared: &'static Shared, worker: u32, n: Option<i32>) -> SetOfIterator<
     max_ahead_for(&shared.params, worker, n);
     let first = issue(shared, worker, n);
     let layout = &shared.params.layout;
-    crate::lastval::remember(layout.id_from_tick(first + n - 1, worker));
+    crate::mint::lastval::remember(layout.id_from_tick(first + n - 1, worker));
     SetOfIterator::new((first..first + n).map(move |tick| layout.id_from_tick(tick, worker)))
 }
 
@@ -120,7 +120,7 @@ fn configured_worker(shared: &Shared) -> u32 {
         settings::UNSET => errors::worker_id_unset(),
         worker => {
             let worker = worker as u32;
-            crate::citus::ensure(shared, worker);
+            crate::tables::citus::ensure(shared, worker);
             worker
         }
     }

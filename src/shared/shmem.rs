@@ -7,8 +7,8 @@
 //! `shared_preload_libraries`), and again after a crash of any backend; every backend inherits
 //! it, so all sessions of a server draw from the same slots.
 
-use crate::control::Control;
 use crate::errors;
+use crate::shared::control::Control;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use snowflake_core::generator::{Params, Slot};
@@ -45,7 +45,7 @@ pub struct Shared {
     pub boot: AtomicU64,
     /// Whether this node may mint with its hand-set worker id on Citus (`citus.rs`): read by
     /// every `snowflake_nextval()`, on a cache line of its own.
-    pub citus: crate::citus::CitusShared,
+    pub citus: crate::tables::citus::CitusShared,
     control: UnsafeCell<Control>,
     workers: usize,
 }
@@ -140,8 +140,8 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
                 writer_latch: AtomicUsize::new(0),
                 postmaster_nudged_at: AtomicU64::new(0),
                 lease: crate::lease::LeaseShared::new(),
-                boot: AtomicU64::new(crate::clock::random_u64()),
-                citus: crate::citus::CitusShared::new(),
+                boot: AtomicU64::new(crate::mint::clock::random_u64()),
+                citus: crate::tables::citus::CitusShared::new(),
                 control: UnsafeCell::new(Control::default()),
                 workers,
             });

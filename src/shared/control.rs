@@ -92,7 +92,7 @@ pub struct Control {
     /// connection ends the process; the next one waits longer before it tries).
     pub connect_attempts: u32,
     /// An administrator's request and its answer (`mailbox.rs`).
-    pub mailbox: crate::mailbox::Mailbox,
+    pub mailbox: crate::marks::mailbox::Mailbox,
     /// The lease of a worker id from the registry (`lease.rs`).
     pub lease: crate::lease::Status,
     /// The registry this server last leased from and the highest epoch it saw there: set by
@@ -103,5 +103,5 @@ pub struct Control {
     /// claims nothing before, so that a server never passes for one that never leased.
     pub registry_seen_known: bool,
     /// What the Citus check last found (`citus.rs`).
-    pub citus: crate::citus::Status,
+    pub citus: crate::tables::citus::Status,
 }

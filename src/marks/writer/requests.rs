@@ -4,10 +4,10 @@
 
 use super::load::{new_key, random_token};
 use super::{session, Writer};
-use crate::clock;
-use crate::control::{State, TableState};
-use crate::mailbox::{self, Answer, Ask};
-use crate::marks_table::{self, Refusal};
+use crate::marks::mailbox::{self, Answer, Ask};
+use crate::marks::marks_table::{self, Refusal};
+use crate::mint::clock;
+use crate::shared::control::{State, TableState};
 use snowflake_core::marks::{self, Row};
 use std::sync::atomic::Ordering::*;
 

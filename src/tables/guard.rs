@@ -8,7 +8,7 @@
 //! trigger, which fires only in the replication apply, so local inserts never run it; it is an
 //! ordinary trigger, so pg_dump keeps it.
 
-use crate::{errors, settings, shmem};
+use crate::{errors, settings, shared::shmem};
 use pgrx::prelude::*;
 use pgrx::{PgSqlErrorCode, PgTrigger};
 use std::sync::atomic::Ordering::Relaxed;
@@ -101,7 +101,7 @@ fn snowflake_guard_row<'a>(
 }
 
 pgrx::extension_sql_file!(
-    "../sql/guard.sql",
+    "../../sql/guard.sql",
     name = "snowflake_guard",
     requires = [snowflake_guard_row]
 );

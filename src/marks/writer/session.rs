@@ -4,7 +4,7 @@
 use super::latch::{self, Until};
 use super::signals;
 use crate::settings;
-use crate::shmem::Shared;
+use crate::shared::shmem::Shared;
 use pgrx::prelude::*;
 use pgrx::PgTryBuilder;
 use std::time::{Duration, Instant};

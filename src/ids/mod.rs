@@ -1,0 +1,3 @@
+pub mod decode;
+pub mod text;
+pub mod time_filter;

@@ -1,0 +1,5 @@
+pub mod admin;
+pub mod mailbox;
+pub mod marks_table;
+pub mod token_file;
+pub mod writer;

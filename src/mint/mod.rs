@@ -1,0 +1,5 @@
+pub mod bench_floor;
+pub mod clock;
+pub mod lastval;
+pub mod nextval;
+pub mod wait;

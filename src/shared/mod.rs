@@ -1,0 +1,2 @@
+pub mod control;
+pub mod shmem;
