@@ -216,7 +216,7 @@ pub fn exhausted(worker: u32, layout: &Layout) -> ! {
     )
 }
 
-/// Another node of this Citus cluster has the same worker id (`citus.rs`).
+/// Another node of this Citus cluster has the same worker id ([`crate::tables::citus`]).
 #[cold]
 pub fn citus_shared_worker(worker: u32, this_node: &str, other_node: &str) -> ! {
     raise(
@@ -240,9 +240,9 @@ pub fn citus_shared_worker(worker: u32, this_node: &str, other_node: &str) -> ! 
     )
 }
 
-/// This node's worker id could not be compared with every Citus node's (`citus.rs`).
+/// This node's worker id could not be compared with every Citus node's ([`crate::tables::citus`]).
 #[cold]
-pub fn citus_unverified(worker: u32, why: String) -> ! {
+pub fn citus_unverified(worker: u32, why: String, database: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("snowflake worker {worker} cannot mint ids: {why}"),
@@ -258,7 +258,7 @@ pub fn citus_unverified(worker: u32, why: String) -> ! {
              database \"{}\" (snowflake.database, which must have the citus extension) through \
              Citus's own connections, and needs a slot in max_worker_processes. Or let every node \
              lease its worker id with snowflake.worker_id = 'auto'.",
-            crate::settings::database()
+            database
         ),
     )
 }

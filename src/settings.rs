@@ -477,24 +477,3 @@ fn text_of(name: &CStr, setting: &GucSetting<Option<CString>>, default: &str) ->
         }
     }
 }
-
-/// What this server is configured with: the worker id `snowflake_nextval()` uses (NULL when
-/// unset, or with `auto` while no worker id is leased), whether it is set, and whether the
-/// library is preloaded (without which nothing can be generated). STABLE: it changes only with
-/// a configuration reload or a lease.
-#[pg_extern(stable, parallel_safe)]
-fn snowflake_worker_id() -> TableIterator<
-    'static,
-    (
-        name!(worker_id, Option<i32>),
-        name!(is_set, bool),
-        name!(preloaded, bool),
-    ),
-> {
-    let (worker, is_set) = match worker() {
-        AUTO => (crate::lease::leased(), true),
-        UNSET => (None, false),
-        w => (Some(w), true),
-    };
-    TableIterator::once((worker, is_set, is_preloaded()))
-}

@@ -190,8 +190,8 @@ fn failed(reply: Reply) -> ! {
     )
 }
 
-/// The largest id in one table: in its id columns (`id_columns.rs`), each read with the
-/// owner's rights (`owner_scan.rs`). A column that makes ids but cannot be read as ids is an
+/// The largest id in one table: in its id columns ([`crate::tables::id_columns`]), each read with the
+/// owner's rights ([`crate::tables::owner_scan`]). A column that makes ids but cannot be read as ids is an
 /// error: the largest id is never guessed.
 fn largest_id(table: pg_sys::Oid) -> i64 {
     let columns = crate::tables::id_columns::of(table);

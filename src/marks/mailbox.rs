@@ -1,4 +1,4 @@
-//! The mailbox through which an administrator's function (`admin.rs`) asks the mark writer to
+//! The mailbox through which an administrator's function ([`crate::marks::admin`]) asks the mark writer to
 //! change a worker, in the control block under the control lock. One request at a time, each
 //! with its number; the box stays with a request until its asker has collected the answer:
 //!
@@ -19,7 +19,8 @@
 //! * a writer that exits while it works on a request answers it as failed when it starts
 //!   again.
 
-use crate::shared::control::Text;
+use crate::shared::mailbox::Post;
+pub use crate::shared::mailbox::{Answer, Ask, Mailbox};
 use crate::shared::shmem::Shared;
 use crate::{errors, mint::clock};
 use pgrx::prelude::*;
@@ -30,65 +31,11 @@ use std::time::{Duration, Instant};
 /// emptied; and how long an asker waits for the writer.
 pub const EXPIRES_MS: u64 = 30_000;
 
-/// What an administrator asks the writer to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Ask {
-    #[default]
-    Nothing,
-    /// Every id of `worker` (or of every worker) from now on is at or above tick `from`;
-    /// for all workers, this also accepts the current marks table when it is in doubt.
-    Restore { worker: Option<u32>, from: u64 },
-    /// Undo a forward clock jump `worker` followed (`snowflake_core::marks::rewind`), with the
-    /// asking session's clock (time units): the clock the ids will follow.
-    Rewind { worker: u32, clock: u64 },
-}
-
-/// What the writer answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Answer {
-    #[default]
-    Pending,
-    /// Done; the worker's (or the highest) mark is now this tick.
-    Restored {
-        mark: u64,
-    },
-    Rewound(snowflake_core::marks::Rewound),
-    RewindRefused(snowflake_core::marks::RewindRefusal),
-    /// Not done, for the reason in the answer's text, with the way out in its hint (if any).
-    Failed,
-}
-
 /// An answer with its texts, as the asker receives it.
 pub struct Reply {
     pub answer: Answer,
     pub text: String,
     pub hint: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-enum Post {
-    #[default]
-    Empty,
-    Posted,
-    Taken,
-    Answered,
-}
-
-#[derive(Clone, Copy, Default)]
-pub struct Mailbox {
-    /// The number of the request in the box, or of the last one (0: none yet).
-    number: u64,
-    post: Post,
-    /// When the request was posted, or answered (boot clock, milliseconds).
-    since_ms: u64,
-    /// The asker gave up while the writer worked on its request.
-    abandoned: bool,
-    /// The asking backend's process id.
-    asker: i32,
-    ask: Ask,
-    answer: Answer,
-    text: Text,
-    hint: Text,
 }
 
 impl Mailbox {

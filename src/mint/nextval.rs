@@ -112,7 +112,7 @@ fn worker_arg(worker: Option<i32>, layout: &Layout) -> u32 {
 
 /// The worker of `snowflake_nextval()` without arguments: `snowflake.worker_id`, or under
 /// `auto` the worker id leased from the registry. One load either way; a worker id set by hand
-/// one more, on Citus, to know that no other node of the cluster has it (`citus.rs`).
+/// one more, on Citus, to know that no other node of the cluster has it ([`crate::tables::citus`]).
 #[inline]
 fn configured_worker(shared: &Shared) -> u32 {
     match settings::worker() {

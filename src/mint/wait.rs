@@ -132,16 +132,6 @@ pub fn done() {
 /// Sleeps `ms` milliseconds (at least 1) on the latch, for the clock to catch up, checking
 /// for interrupts.
 pub fn for_clock(ms: u64) {
-    // SAFETY: MyLatch is this process's own latch; WaitLatch with WL_EXIT_ON_PM_DEATH is the
-    // standard interruptible sleep.
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            ms.clamp(1, 1000) as i64,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
+    crate::bgworker::latch::wait_once(Some(ms.clamp(1, 1000) as i64), None);
     pg_sys::check_for_interrupts!();
 }

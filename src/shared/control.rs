@@ -1,7 +1,9 @@
 //! The mark writer's control block, in shared memory under the control lock: the writer's
 //! state as backends see it (so that a backend refused ids can say why), and the mailbox
 //! through which an administrator's function asks the writer to change a worker
-//! (`mailbox.rs`).
+//! ([`crate::marks::mailbox`]).
+
+use crate::shared::text::Text;
 
 /// Where the mark writer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -16,42 +18,6 @@ pub enum State {
     /// The marks are missing, from another layout, or doubtful: nothing is issued
     /// until an administrator restores them.
     InDoubt,
-}
-
-/// Room for one message in shared memory: a reason that names a table, its owner and what is
-/// wrong with it, or an error of the mark writer's transaction. Longer texts are cut at a
-/// character boundary.
-const TEXT_BYTES: usize = 700;
-
-/// A short text in shared memory.
-#[derive(Clone, Copy)]
-pub struct Text {
-    len: u16,
-    bytes: [u8; TEXT_BYTES],
-}
-
-impl Default for Text {
-    fn default() -> Text {
-        Text {
-            len: 0,
-            bytes: [0; TEXT_BYTES],
-        }
-    }
-}
-
-impl Text {
-    pub fn set(&mut self, text: &str) {
-        let mut end = text.len().min(self.bytes.len());
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        self.bytes[..end].copy_from_slice(&text.as_bytes()[..end]);
-        self.len = end as u16;
-    }
-
-    pub fn get(&self) -> String {
-        String::from_utf8_lossy(&self.bytes[..self.len as usize]).into_owned()
-    }
 }
 
 /// The marks table the writer writes, kept here so that a restarted writer knows it too.
@@ -91,10 +57,10 @@ pub struct Control {
     /// Attempts of the writer to connect to the marks database that did not succeed (a failed
     /// connection ends the process; the next one waits longer before it tries).
     pub connect_attempts: u32,
-    /// An administrator's request and its answer (`mailbox.rs`).
-    pub mailbox: crate::marks::mailbox::Mailbox,
-    /// The lease of a worker id from the registry (`lease.rs`).
-    pub lease: crate::lease::Status,
+    /// An administrator's request and its answer ([`crate::marks::mailbox`]).
+    pub mailbox: crate::shared::mailbox::Mailbox,
+    /// The lease of a worker id from the registry ([`crate::lease`]).
+    pub lease: crate::shared::lease::Status,
     /// The registry this server last leased from and the highest epoch it saw there: set by
     /// the lease keeper from every answer, and by the writer from the marks table when it
     /// loads it; the writer keeps it in the table's header (`TableState::seen`).
@@ -102,6 +68,6 @@ pub struct Control {
     /// Whether `registry_seen` was read from the marks table (or there is none): the keeper
     /// claims nothing before, so that a server never passes for one that never leased.
     pub registry_seen_known: bool,
-    /// What the Citus check last found (`citus.rs`).
-    pub citus: crate::tables::citus::Status,
+    /// What the Citus check last found ([`crate::tables::citus`]).
+    pub citus: crate::shared::citus::Status,
 }

@@ -30,22 +30,22 @@ pub struct Shared {
     lock: *mut pg_sys::LWLock,
     cv: UnsafeCell<pg_sys::ConditionVariable>,
     /// Set by a backend that wants the mark writer to look at the slots, cleared by the
-    /// writer when it does (see `writer.rs`).
+    /// writer when it does (see [`crate::marks::writer`]).
     pub mark_requested: AtomicBool,
     /// The mark writer's latch, 0 while it is not running.
     pub writer_latch: AtomicUsize,
     /// When a waiting backend last asked the postmaster to look at its background workers
-    /// (PostgreSQL 14 and 15 only, see `wait.rs`), in milliseconds of the boot clock
+    /// (PostgreSQL 14 and 15 only, see [`crate::mint::wait`]), in milliseconds of the boot clock
     /// (`clock::boot_ms`), which every process reads alike and nobody steps.
     pub postmaster_nudged_at: AtomicU64,
-    /// The leased worker id and until when it may be used (`lease.rs`).
-    pub lease: crate::lease::LeaseShared,
+    /// The leased worker id and until when it may be used ([`crate::lease`]).
+    pub lease: crate::shared::lease::LeaseShared,
     /// Drawn when the segment is made, at each start of the postmaster (and after a crash):
     /// tells the registry this run of the server from an earlier one.
     pub boot: AtomicU64,
-    /// Whether this node may mint with its hand-set worker id on Citus (`citus.rs`): read by
+    /// Whether this node may mint with its hand-set worker id on Citus ([`crate::tables::citus`]): read by
     /// every `snowflake_nextval()`, on a cache line of its own.
-    pub citus: crate::tables::citus::CitusShared,
+    pub citus: crate::shared::citus::CitusShared,
     control: UnsafeCell<Control>,
     workers: usize,
 }
@@ -139,9 +139,9 @@ unsafe extern "C-unwind" fn on_shmem_startup() {
                 mark_requested: AtomicBool::new(false),
                 writer_latch: AtomicUsize::new(0),
                 postmaster_nudged_at: AtomicU64::new(0),
-                lease: crate::lease::LeaseShared::new(),
+                lease: crate::shared::lease::LeaseShared::new(),
                 boot: AtomicU64::new(crate::mint::clock::random_u64()),
-                citus: crate::tables::citus::CitusShared::new(),
+                citus: crate::shared::citus::CitusShared::new(),
                 control: UnsafeCell::new(Control::default()),
                 workers,
             });

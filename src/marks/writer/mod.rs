@@ -1,5 +1,5 @@
 //! The mark writer: the background worker that persists every worker's high-water mark in the
-//! marks table (`marks_table.rs`) and raises the marks in shared memory once they are durable.
+//! marks table ([`crate::marks::marks_table`]) and raises the marks in shared memory once they are durable.
 //! The rules it follows are `snowflake_core::marks` (what to write) and
 //! `snowflake_core::startup` (what to do with what it finds when it starts).
 //!
@@ -24,25 +24,23 @@
 //! restarts it a second later unless the server is shutting down. An error or a crash of the
 //! writer is restarted the same way; shared memory keeps the workers' state meanwhile.
 //! (Before PostgreSQL 16 the postmaster can miss that moment and sleep on; backends waiting
-//! for a mark nudge it, see `wait.rs`.)
+//! for a mark nudge it, see [`crate::mint::wait`].)
 //!
-//! Files: `signals.rs` (its three signals, one handler), `latch.rs` (its one way to wait),
-//! `session.rs` (connecting, and the transaction each step runs in), `load.rs` (what it does
-//! with the marks it finds at start-up, or after a restart of the writer alone), `write.rs`
-//! (writing marks, and the clean stop), `requests.rs` (an administrator's requests).
+//! Files: [`session`] (connecting, and the transaction each step runs in), [`load`] (what it
+//! does with the marks it finds at start-up, or after a restart of the writer alone),
+//! [`mod@write`] (writing marks, and the clean stop), [`requests`] (an administrator's requests);
+//! its signals and its one way to wait are the toolkit's ([`crate::bgworker`]).
 
-mod latch;
-mod load;
-mod requests;
+pub(crate) mod load;
+pub(crate) mod requests;
 pub(crate) mod session;
-mod signals;
-mod write;
+pub(crate) mod write;
 
+use crate::bgworker::latch::{self, Until};
+use crate::bgworker::{self, signals};
 use crate::shared::control::{State, TableState};
 use crate::shared::shmem::{self, Shared};
 use crate::{errors, marks::mailbox, marks::marks_table, settings};
-use latch::Until;
-use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::prelude::*;
 use snowflake_core::generator::{Params, CLOSED};
 use snowflake_core::layout::Layout;
@@ -59,26 +57,14 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 
 /// Registers the writer; called from `_PG_init` while preloading.
 pub fn register() {
-    // SAFETY: a plain read of a flag the postmaster set before loading libraries.
-    if unsafe { pg_sys::IsBinaryUpgrade } {
-        // pg_upgrade's servers restore databases: nothing may hold a connection to them.
-        return;
-    }
-    BackgroundWorkerBuilder::new(NAME)
-        .set_type(NAME)
-        .set_library("snowflake_ext")
-        .set_function("snowflake_mark_writer_main")
-        .enable_spi_access()
-        .set_start_time(BgWorkerStartTime::RecoveryFinished)
-        .set_restart_time(Some(Duration::from_secs(1)))
-        .load();
+    bgworker::register(NAME, "snowflake_mark_writer_main", true);
 }
 
 #[pg_guard]
 // SAFETY: the name is unique to this library; the postmaster finds the entry point by it.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn snowflake_mark_writer_main(_arg: pg_sys::Datum) {
-    signals::install();
+    signals::install(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP]);
     let shared = shmem::shared();
     session::connect(shared);
     let mut writer = Writer::new(shared);
@@ -209,13 +195,7 @@ impl Writer {
     }
 
     fn reload_config(&self) {
-        // SAFETY: ConfigReloadPending is set by PostgreSQL's SIGHUP handler in this process.
-        unsafe {
-            if pg_sys::ConfigReloadPending != 0 {
-                pg_sys::ConfigReloadPending = 0;
-                pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
-            }
-        }
+        bgworker::reload_if_pending();
     }
 }
 

@@ -1,4 +1,4 @@
-//! An administrator's requests (`admin.rs`), as the mark writer serves them: a restore or a
+//! An administrator's requests ([`crate::marks::admin`]), as the mark writer serves them: a restore or a
 //! rewind while the marks are loaded, and only a restore of every worker while they are in
 //! doubt, which accepts the marks table as it is.
 

@@ -1,8 +1,8 @@
 //! The mark writer's database session: connecting to the marks database, and running each
 //! step in a transaction of its own.
 
-use super::latch::{self, Until};
-use super::signals;
+use crate::bgworker::latch::{self, Until};
+use crate::bgworker::signals;
 use crate::settings;
 use crate::shared::shmem::Shared;
 use pgrx::prelude::*;

@@ -1,7 +1,8 @@
 //! Writing the marks: one pass over the workers, what is due written in one transaction,
 //! then raised in shared memory; and the clean stop.
 
-use super::{session, signals, Writer, NAME, RETRY};
+use super::{session, Writer, NAME, RETRY};
+use crate::bgworker::signals;
 use crate::marks::marks_table::{self, Refusal};
 use crate::shared::control::{State, TableState};
 use crate::{errors, marks::token_file, mint::clock};

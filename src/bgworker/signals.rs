@@ -1,7 +1,12 @@
-//! The mark writer's signals: SIGTERM (stop), SIGINT (cancel, as `pg_cancel_backend` sends)
-//! and SIGHUP (reload), all handled by one handler that only sets flags and the latch.
+//! The workers' signals: SIGTERM (stop), SIGINT (cancel, as `pg_cancel_backend` sends) and
+//! SIGHUP (reload), all handled by one handler that only sets flags and the latch. The mark
+//! writer installs it for all three; the lease keeper, which has no database connection and
+//! never enters a transaction, for SIGTERM and SIGHUP only (SIGINT stays ignored, as the
+//! postmaster leaves it for such a worker). The Citus check uses PostgreSQL's own handlers
+//! instead ([`install_postgres_handlers`]).
 
 use pgrx::pg_sys;
+use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 
 /// Set by SIGTERM.
@@ -15,13 +20,13 @@ static FINAL_WRITE: AtomicBool = AtomicBool::new(false);
 /// trusted (`Writer::write`).
 static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
 
-/// Installs the handler for the three signals and unblocks signals, as every background
-/// worker does first.
-pub fn install() {
+/// Installs the handler for `signals` (of SIGTERM, SIGINT and SIGHUP) and unblocks signals, as
+/// every background worker does first.
+pub fn install(signals: &[i32]) {
     // SAFETY: installing handlers in our own process before unblocking signals; the handler
     // only does what a signal handler may.
     unsafe {
-        for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        for &signal in signals {
             #[cfg(not(feature = "pg18"))]
             pg_sys::pqsignal(signal, Some(on_signal));
             #[cfg(feature = "pg18")]
@@ -31,7 +36,7 @@ pub fn install() {
     }
 }
 
-/// Whether a SIGTERM asked the writer to stop.
+/// Whether a SIGTERM asked the worker to stop.
 pub fn terminating() -> bool {
     TERMINATE.load(SeqCst)
 }
@@ -87,5 +92,39 @@ unsafe extern "C-unwind" fn on_signal(signal: i32) {
         }
         pg_sys::SetLatch(pg_sys::MyLatch);
         *libc::__errno_location() = saved;
+    }
+}
+
+// SAFETY: the declarations match PostgreSQL's `void die(SIGNAL_ARGS)` and
+// `void SignalHandlerForConfigReload(SIGNAL_ARGS)` of every supported major.
+unsafe extern "C-unwind" {
+    /// PostgreSQL's own signal handlers, as C symbols: pgrx wraps its bindings of them in Rust
+    /// functions, which cannot be handlers.
+    #[link_name = "die"]
+    fn die_handler(signal: c_int);
+    #[link_name = "SignalHandlerForConfigReload"]
+    fn reload_handler(signal: c_int);
+}
+
+/// Installs PostgreSQL's own handlers, `die` for SIGTERM and `SignalHandlerForConfigReload`
+/// for SIGHUP, and unblocks signals: SIGTERM then ends the process at the next
+/// `CHECK_FOR_INTERRUPTS`, inside waits of code that is not ours too; SIGINT keeps the
+/// statement-cancel handler the postmaster gave a worker with a database connection, which
+/// the statement timeout uses.
+pub fn install_postgres_handlers() {
+    // SAFETY: a background worker installs its handlers before it unblocks signals; both
+    // handlers are PostgreSQL's.
+    unsafe {
+        #[cfg(not(feature = "pg18"))]
+        {
+            pg_sys::pqsignal(libc::SIGTERM, Some(die_handler));
+            pg_sys::pqsignal(libc::SIGHUP, Some(reload_handler));
+        }
+        #[cfg(feature = "pg18")]
+        {
+            pg_sys::pqsignal_be(libc::SIGTERM, Some(die_handler));
+            pg_sys::pqsignal_be(libc::SIGHUP, Some(reload_handler));
+        }
+        pg_sys::BackgroundWorkerUnblockSignals();
     }
 }
