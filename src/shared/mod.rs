@@ -7,7 +7,8 @@
 //! [`control::TableState`], the [`mailbox::Mailbox`], the lease's [`lease::Status`], the Citus
 //! [`citus::Status`] and `registry_seen`) is read and written only under the control LWLock
 //! (`Shared::control`), which nobody holds while waiting, doing I/O or raising an error; the
-//! mark writer writes its state and table, the lease keeper the lease status and
+//! mark writer writes its state and table, the lease keeper the lease status (as does a
+//! backend that stops a lease that ran out), the keeper and the writer (from the marks table)
 //! `registry_seen`, the Citus check its status, an administrator's backend and the writer the
 //! mailbox. A worker's [`Slot`](snowflake_core::generator::Slot) follows the generator's
 //! protocol: backends move `word` by compare-and-swap (AcqRel) without any lock, the mark
