@@ -80,7 +80,7 @@
 //! * [`lib.rs`](crate) (this file): `_PG_init`, which defines the settings and, when
 //!   preloading, asks for shared memory and registers the background workers.
 //! * [`settings`]: the GUCs (`snowflake.*`). [`errors`]: every user-facing error, with its
-//!   SQLSTATE, message and hint. [`stats`]: `snowflake_stats()` and `snowflake_status()`, and
+//!   SQLSTATE, message and hint (and [`errors::marks`], [`errors::ids`], [`errors::tables`]). [`stats`]: `snowflake_stats()` and `snowflake_status()`, and
 //!   [`stats::compat`], the C symbols that databases still at 0.1.0 call.
 //! * [`shared`]: shared memory as data, with the paragraph on which lock or atomic ordering
 //!   guards each field: [`shared::shmem`] (the segment, its lock and condition variable, the

@@ -2,7 +2,7 @@
 
 use crate::errors;
 use pgrx::prelude::*;
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use snowflake_core::layout::Layout;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
@@ -443,12 +443,7 @@ pub fn layout() -> &'static Layout {
     });
     match parsed {
         Ok(layout) => layout,
-        Err(e) => errors::raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            e.clone(),
-            None,
-            "Set snowflake.layout to a preset name or a custom layout (see the README) and restart the server.",
-        ),
+        Err(e) => errors::invalid_layout_setting(e.clone()),
     }
 }
 

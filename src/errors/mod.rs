@@ -1,6 +1,18 @@
 //! Every error and warning a user can meet, in one place: each error has a SQLSTATE, a message
 //! that names the bad value, and a hint. They are raised as PostgreSQL `ERROR`s, which abort
-//! the statement cleanly (no panic message, no backtrace, no crashed backend).
+//! the statement cleanly (no panic message, no backtrace, no crashed backend). Minting's,
+//! the settings' and shared memory's are here; those of the marks' administration in
+//! [`marks`], of ids as values in [`ids`], of users' tables in [`tables`] (all callable as
+//! `errors::name`). Other files only choose which one to raise, and compose the reasons that
+//! depend on state (the writer's, the lease's).
+
+pub(crate) mod ids;
+pub(crate) mod marks;
+pub(crate) mod tables;
+
+pub use ids::*;
+pub use marks::*;
+pub use tables::*;
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -328,4 +340,80 @@ pub fn clock_event(worker: u32, event: ClockEvent, layout: &Layout) {
              where it was, so ids keep increasing and never wait longer than snowflake.max_ahead.",
         ),
     }
+}
+
+/// `snowflake.layout` names a layout this server cannot generate with (`error` says why).
+#[cold]
+pub fn layout_not_generable(layout: &Layout, error: &dyn std::fmt::Display) -> ! {
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("snowflake.layout = '{layout}' cannot be generated with: {error}"),
+        None,
+        "Choose a layout of at most 63 bits with at most 16 worker bits for snowflake.layout; \
+         other layouts can still be decoded with the functions that take a layout name.",
+    )
+}
+
+/// `snowflake.layout` does not parse: `message` names the setting's value and why.
+#[cold]
+pub fn invalid_layout_setting(message: String) -> ! {
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        message,
+        None,
+        "Set snowflake.layout to a preset name or a custom layout (see the README) and restart the server.",
+    )
+}
+
+/// Shared memory is used while the library was not preloaded; `current` is the value of
+/// `shared_preload_libraries`.
+#[cold]
+pub fn not_preloaded(current: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "snowflake_ext must be loaded through shared_preload_libraries (it is currently '{current}')"
+        ),
+        Some(
+            "The generator keeps its state in shared memory, which only a preloaded library can allocate."
+                .into(),
+        ),
+        "Add snowflake_ext to shared_preload_libraries in postgresql.conf, or run \
+         ALTER SYSTEM SET shared_preload_libraries = 'snowflake_ext' (keeping any libraries already listed), \
+         then restart the server.",
+    )
+}
+
+/// `snowflake_nextval_batch` with `n` outside `1..=max`.
+#[cold]
+pub fn batch_out_of_range(n: i32, max: i32) -> ! {
+    raise(
+        ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("cannot take {n} snowflake ids in one call"),
+        Some(format!("n must be between 1 and {max}.")),
+        &format!("Take at most {max} ids per call; call it again for more."),
+    )
+}
+
+/// `snowflake_lastval()` before any id in this session.
+#[cold]
+pub fn lastval_undefined() -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_lastval is not yet defined in this session".into(),
+        None,
+        "Call snowflake_nextval() (or insert a row whose default calls it) in this session first.",
+    )
+}
+
+/// No leased worker id to mint with: `reason` says why (the lease's standing), `hint` the way
+/// out (see [`crate::lease`]).
+#[cold]
+pub fn no_lease(reason: &str, hint: &str) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("this server holds no worker id from the registry: {reason}"),
+        Some("Ids are minted only under a lease of a worker id that no other server holds.".into()),
+        hint,
+    )
 }

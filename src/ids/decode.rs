@@ -92,17 +92,8 @@ fn snowflake_max_id(ts: TimestampWithTimeZone) -> i64 {
 /// `snowflake`) or as a custom text (`epoch=2020-01-01 unit=10ms time=39 worker=16 sequence=8
 /// order=time-sequence-worker`).
 fn layout_named(name: &str) -> Layout {
-    Layout::parse(name).unwrap_or_else(|e| {
-        errors::raise(
-            pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("invalid snowflake layout \"{name}\": {e}"),
-            None,
-            &format!(
-                "Name a layout ({}) or describe one, e.g. 'epoch=2020-01-01 unit=1ms time=41 worker=10 sequence=12'.",
-                Layout::preset_names()
-            ),
-        )
-    })
+    Layout::parse(name)
+        .unwrap_or_else(|e| errors::invalid_layout_name(name, &e, &Layout::preset_names()))
 }
 
 /// An id of another system's layout taken apart: Twitter's, Discord's, Instagram's,

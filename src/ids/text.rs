@@ -15,19 +15,11 @@
 
 use crate::errors;
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 use snowflake_core::text::{self, BadText, Form};
 use std::ffi::CStr;
 
 fn form_of(name: &str) -> Form {
-    Form::parse(name).unwrap_or_else(|| {
-        errors::raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("unknown snowflake text form \"{name}\""),
-            None,
-            &format!("Use one of: {}.", Form::NAMES),
-        )
-    })
+    Form::parse(name).unwrap_or_else(|| errors::unknown_text_form(name, Form::NAMES))
 }
 
 fn bad_text(input: &str, form: Form, why: BadText) -> ! {
@@ -45,16 +37,7 @@ fn bad_text(input: &str, form: Form, why: BadText) -> ! {
             format!("exactly {} base62 digits", text::BASE62_WIDTH),
         ),
     };
-    errors::raise(
-        PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
-        format!(
-            "invalid snowflake id in {} form: \"{}\"",
-            form.name(),
-            shortened(input)
-        ),
-        Some(format!("It is not an id because {why}.")),
-        &format!("A snowflake id in this form is {width}, like {example}."),
-    )
+    errors::invalid_id_text(form.name(), &shortened(input), &why, &width, example)
 }
 
 /// At most `SHOWN` characters of a text, for a message.
@@ -100,15 +83,7 @@ fn snowflake_in(input: &CStr) -> i64 {
         Err(BadText::Negative) => input.trim().parse::<i64>().map_err(|_| BadText::Negative),
         read => read,
     };
-    read.unwrap_or_else(|why| {
-        errors::raise(
-            PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
-            format!("invalid input syntax for type snowflake: \"{input}\""),
-            Some(format!("It is not an id because {why}.")),
-            "A snowflake is a decimal id, like 250163766832934912; for base32 or base62 text use \
-             snowflake_from_text(text, 'base32').",
-        )
-    })
+    read.unwrap_or_else(|why| errors::invalid_snowflake_input(&input, &why))
 }
 
 pgrx::extension_sql!(

@@ -68,12 +68,7 @@ fn snowflake_partition_bounds(
         decode::time_of(to_ts, layout),
     );
     if to <= from {
-        errors::raise(
-            pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("the partition would be empty: {to_ts} is not after {from_ts}"),
-            None,
-            "Pass the start of the partition's time range, then its end (exclusive).",
-        );
+        errors::empty_partition(&from_ts, &to_ts);
     }
     TableIterator::once((layout.min_id(from), layout.min_id(to)))
 }

@@ -18,7 +18,6 @@ pub use keeper::register;
 use crate::shared::shmem::{ControlGuard, Shared};
 use crate::{errors, mint::clock, settings};
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 use snowflake_core::generator::CLOSED;
 use std::sync::atomic::Ordering::*;
 
@@ -183,12 +182,7 @@ fn refuse(shared: &Shared) -> ! {
              first id; see snowflake_status() and the server log.",
         ),
     };
-    errors::raise(
-        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("this server holds no worker id from the registry: {reason}"),
-        Some("Ids are minted only under a lease of a worker id that no other server holds.".into()),
-        hint,
-    )
+    errors::no_lease(&reason, hint)
 }
 
 /// A Unix time in ms as PostgreSQL would show a timestamptz, for messages.

@@ -7,11 +7,8 @@ use crate::marks::mailbox::{self, Answer, Ask, Reply};
 use crate::shared::shmem::{self, Shared};
 use crate::{errors, settings};
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 use snowflake_core::layout::Layout;
 use snowflake_core::marks::RewindRefusal;
-
-use PgSqlErrorCode::*;
 
 /// Every worker's ids from now on are above `above`; also accepts the marks table as it is
 /// when the marks are in doubt. Returns the smallest id any worker may issue next.
@@ -88,39 +85,23 @@ fn snowflake_rewind(
             layout.id_from_tick(r.reserved_from, worker),
             layout.id_from_tick(r.reserved_to, worker),
         )),
-        Answer::RewindRefused(RewindRefusal::NoJump) => errors::raise(
-            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("snowflake worker {worker} has followed no forward clock jump since it was last rewound"),
-            None,
-            "snowflake_rewind undoes a forward jump of the system clock that the worker followed (the server log \
-             says \"follows the system clock, which jumped forward\"); snowflake_stats shows clock_jumps.",
-        ),
-        Answer::RewindRefused(RewindRefusal::StillReserved { from, to }) => errors::raise(
-            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!(
-                "snowflake worker {worker} still skips the ids {} to {} of an earlier rewind",
+        Answer::RewindRefused(RewindRefusal::NoJump) => errors::rewind_no_jump(worker),
+        Answer::RewindRefused(RewindRefusal::StillReserved { from, to }) => {
+            errors::rewind_still_reserved(
+                worker,
                 layout.id_from_tick(from, worker),
-                layout.id_from_tick(to, worker)
-            ),
-            Some("A worker keeps one reserved range at a time, until its time passes it.".into()),
-            "Give the worker another worker id to go on with (snowflake.worker_id), or restore its mark above \
-             the jump with snowflake_restore_mark(worker, id).",
-        ),
-        Answer::RewindRefused(RewindRefusal::NothingIssued) => errors::raise(
-            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("snowflake worker {worker} issued no id after the clock jump it followed: nothing to undo"),
-            None,
-            "The server restarted below the jump, so the worker already follows the clock; the jump is forgotten.",
-        ),
-        Answer::RewindRefused(RewindRefusal::ClockStillAhead { jump_from }) => errors::raise(
-            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!(
-                "the system clock still reads at or after {}, where the jump took snowflake worker {worker}",
-                errors::show_unix_ms(layout.unix_ms_from_time(jump_from >> layout.seq_bits))
-            ),
-            None,
-            "Set the system clock right first, then run snowflake_rewind again.",
-        ),
+                layout.id_from_tick(to, worker),
+            )
+        }
+        Answer::RewindRefused(RewindRefusal::NothingIssued) => {
+            errors::rewind_nothing_issued(worker)
+        }
+        Answer::RewindRefused(RewindRefusal::ClockStillAhead { jump_from }) => {
+            errors::rewind_clock_still_ahead(
+                worker,
+                layout.unix_ms_from_time(jump_from >> layout.seq_bits),
+            )
+        }
         _ => failed(reply),
     }
 }
@@ -129,22 +110,12 @@ fn snowflake_rewind(
 fn prepare() -> (&'static Shared, &'static Layout) {
     // SAFETY: plain queries of the session's and the server's state.
     if unsafe { !pg_sys::superuser() } {
-        errors::raise(
-            ERRCODE_INSUFFICIENT_PRIVILEGE,
-            "only a superuser may change snowflake high-water marks".into(),
-            None,
-            "Ask a superuser: a wrong mark lets ids repeat.",
-        );
+        errors::marks_not_superuser();
     }
     let shared = shmem::shared();
     // SAFETY: as above.
     if unsafe { pg_sys::RecoveryInProgress() } {
-        errors::raise(
-            ERRCODE_READ_ONLY_SQL_TRANSACTION,
-            "cannot change snowflake high-water marks during recovery".into(),
-            None,
-            "Run it on the primary; standbys replay the primary's marks.",
-        );
+        errors::marks_in_recovery();
     }
     (shared, settings::layout())
 }
@@ -177,17 +148,7 @@ fn restore(shared: &Shared, worker: Option<u32>, from: u64) -> u64 {
 }
 
 fn failed(reply: Reply) -> ! {
-    let hint = if reply.hint.is_empty() {
-        "See the server log for the mark writer's messages."
-    } else {
-        &reply.hint
-    };
-    errors::raise(
-        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("the snowflake mark writer could not do it: {}", reply.text),
-        None,
-        hint,
-    )
+    errors::writer_failed(&reply.text, &reply.hint)
 }
 
 /// The largest id in one table: in its id columns ([`crate::tables::id_columns`]), each read with the
@@ -197,29 +158,10 @@ fn largest_id(table: pg_sys::Oid) -> i64 {
     let columns = crate::tables::id_columns::of(table);
     let name = || crate::tables::owner_scan::name_of(table);
     if columns.is_empty() {
-        errors::raise(
-            ERRCODE_UNDEFINED_COLUMN,
-            format!("table {} has no snowflake id column", name()),
-            Some(
-                "A snowflake id column is one whose default calls snowflake_nextval, or else a bigint or \
-                 snowflake primary key without a default (snowflake_id_columns(table) lists them)."
-                    .into(),
-            ),
-            "Pass the tables whose keys are snowflake ids, or pass the largest id itself: snowflake_restore_mark(<id>).",
-        );
+        errors::no_id_column(&name());
     }
     if let Some(c) = columns.iter().find(|c| !c.readable) {
-        errors::raise(
-            ERRCODE_DATATYPE_MISMATCH,
-            format!(
-                "column {} of table {} makes snowflake ids (its default calls snowflake_nextval), but its type {} cannot be read as ids",
-                pgrx::spi::quote_identifier(&c.name),
-                name(),
-                c.type_name
-            ),
-            Some("Only bigint and snowflake columns hold ids whose largest can be found.".into()),
-            "Pass the largest id itself: snowflake_restore_mark(<id>), or change the column to bigint.",
-        );
+        errors::id_column_unreadable(&pgrx::spi::quote_identifier(&c.name), &name(), &c.type_name);
     }
     columns
         .iter()

@@ -24,7 +24,7 @@ pub use crate::shared::mailbox::{Answer, Ask, Mailbox};
 use crate::shared::shmem::Shared;
 use crate::{errors, mint::clock};
 use pgrx::prelude::*;
-use pgrx::{PgSqlErrorCode, PgTryBuilder};
+use pgrx::PgTryBuilder;
 use std::time::{Duration, Instant};
 
 /// How long a request waits to be taken, or an answer to be collected, before the box is
@@ -155,15 +155,7 @@ fn done(shared: &Shared) {
 fn wait(shared: &Shared, since: Instant) {
     if since.elapsed() > Duration::from_millis(EXPIRES_MS) {
         crate::mint::wait::done();
-        errors::raise(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!(
-                "the snowflake mark writer did not answer within {} s",
-                EXPIRES_MS / 1000
-            ),
-            None,
-            "Check that the \"snowflake_ext mark writer\" background worker runs (pg_stat_activity) and see the server log.",
-        );
+        errors::writer_did_not_answer(EXPIRES_MS / 1000);
     }
     // SAFETY: sleeping on the segment's condition variable, which checks for interrupts.
     unsafe {

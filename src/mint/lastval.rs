@@ -3,7 +3,6 @@
 
 use crate::errors;
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 /// The last id minted in this backend; negative until the first. Backend-local: a process is
@@ -21,12 +20,7 @@ pub fn remember(id: i64) {
 fn snowflake_lastval() -> i64 {
     let last = LAST.load(Relaxed);
     if last < 0 {
-        errors::raise(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            "snowflake_lastval is not yet defined in this session".into(),
-            None,
-            "Call snowflake_nextval() (or insert a row whose default calls it) in this session first.",
-        );
+        errors::lastval_undefined();
     }
     last
 }

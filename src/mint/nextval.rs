@@ -14,7 +14,6 @@
 use crate::shared::shmem::{self, Shared};
 use crate::{errors, mint::clock, mint::wait, settings};
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 use snowflake_core::generator::{Miss, Outcome, Params};
 use snowflake_core::layout::Layout;
 use std::time::Instant;
@@ -64,12 +63,7 @@ fn batch(shared: &'static Shared, worker: u32, n: Option<i32>) -> SetOfIterator<
             "n",
             &format!("Pass how many ids to take, between 1 and {MAX_BATCH}."),
         ),
-        Some(n) if !(1..=MAX_BATCH).contains(&n) => errors::raise(
-            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("cannot take {n} snowflake ids in one call"),
-            Some(format!("n must be between 1 and {MAX_BATCH}.")),
-            &format!("Take at most {MAX_BATCH} ids per call; call it again for more."),
-        ),
+        Some(n) if !(1..=MAX_BATCH).contains(&n) => errors::batch_out_of_range(n, MAX_BATCH),
         Some(n) => n as u64,
     };
     // Before the fast path, whose bound is refreshed once a second: a batch the current

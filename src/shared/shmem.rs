@@ -10,7 +10,6 @@
 use crate::errors;
 use crate::shared::control::Control;
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 use snowflake_core::generator::{Params, Slot};
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
@@ -85,13 +84,7 @@ pub fn request() {
 unsafe fn request_space() {
     let layout = crate::settings::layout();
     if let Err(e) = layout.check_generation() {
-        errors::raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("snowflake.layout = '{layout}' cannot be generated with: {e}"),
-            None,
-            "Choose a layout of at most 63 bits with at most 16 worker bits for snowflake.layout; \
-             other layouts can still be decoded with the functions that take a layout name.",
-        );
+        errors::layout_not_generable(layout, &e);
     }
     let workers = layout.workers();
     // SAFETY: called at the one time PostgreSQL accepts these requests.
@@ -282,17 +275,5 @@ fn not_preloaded() -> ! {
             CStr::from_ptr(value).to_string_lossy().into_owned()
         }
     };
-    errors::raise(
-        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!(
-            "snowflake_ext must be loaded through shared_preload_libraries (it is currently '{current}')"
-        ),
-        Some(
-            "The generator keeps its state in shared memory, which only a preloaded library can allocate."
-                .into(),
-        ),
-        "Add snowflake_ext to shared_preload_libraries in postgresql.conf, or run \
-         ALTER SYSTEM SET shared_preload_libraries = 'snowflake_ext' (keeping any libraries already listed), \
-         then restart the server.",
-    )
+    errors::not_preloaded(&current)
 }

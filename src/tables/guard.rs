@@ -10,7 +10,7 @@
 
 use crate::{errors, settings, shared::shmem};
 use pgrx::prelude::*;
-use pgrx::{PgSqlErrorCode, PgTrigger};
+use pgrx::PgTrigger;
 use std::sync::atomic::Ordering::Relaxed;
 
 #[pg_trigger]
@@ -18,15 +18,7 @@ fn snowflake_guard_row<'a>(
     trigger: &'a PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, pgrx::PgTriggerError> {
     let Some(row) = trigger.new() else {
-        errors::raise(
-            PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
-            format!(
-                "snowflake_guard_row fired on {} without a new row: it is not a row trigger on INSERT",
-                trigger.table_name()?
-            ),
-            None,
-            "Install the guard with snowflake_guard(table), which creates it as a BEFORE INSERT row trigger.",
-        )
+        errors::guard_not_row_trigger(&trigger.table_name()?)
     };
     let local = match settings::worker() {
         settings::AUTO => crate::lease::leased().unwrap_or(settings::UNSET),
@@ -38,15 +30,7 @@ fn snowflake_guard_row<'a>(
     }
     let args = trigger.extra_args()?;
     let Some(column) = args.first() else {
-        errors::raise(
-            PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
-            format!(
-                "snowflake_guard_row on {} has no column argument",
-                trigger.table_name()?
-            ),
-            None,
-            "Install the guard with snowflake_guard(table), which names the id column.",
-        )
+        errors::guard_no_column(&trigger.table_name()?)
     };
     let warn_only = args.get(1).is_some_and(|m| m == "warning");
     // A NULL id cannot collide; a column renamed or retyped since the guard was installed is
@@ -54,15 +38,11 @@ fn snowflake_guard_row<'a>(
     let id = match row.get_by_name::<i64>(column) {
         Ok(Some(id)) => id,
         Ok(None) => return Ok(Some(row)),
-        Err(e) => errors::raise(
-            PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
-            format!(
-                "snowflake_guard_row on {}.{} cannot read bigint column \"{column}\": {e}",
-                trigger.table_schema()?,
-                trigger.table_name()?
-            ),
-            None,
-            "Install the guard again with snowflake_guard(table), which names the id column as it is now.",
+        Err(e) => errors::guard_column_unreadable(
+            &trigger.table_schema()?,
+            &trigger.table_name()?,
+            column,
+            &e,
         ),
     };
     let layout = settings::layout();
@@ -90,14 +70,7 @@ fn snowflake_guard_row<'a>(
         errors::warn(message, &detail);
         return Ok(Some(row));
     }
-    errors::raise(
-        PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION,
-        message,
-        Some(detail),
-        "Give one of the two servers another worker id (snowflake.worker_id), then let the subscription \
-         go on; or guard the table with snowflake_guard(table, on_local_worker => 'warning') to let such \
-         rows through, logged and counted in snowflake_stats.foreign_rows.",
-    )
+    errors::guard_local_worker(message, detail)
 }
 
 pgrx::extension_sql_file!(

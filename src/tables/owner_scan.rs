@@ -12,7 +12,6 @@
 
 use crate::errors;
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 use std::ffi::CString;
 
 /// What a relation is, as the scan needs it.
@@ -32,12 +31,7 @@ fn table(oid: pg_sys::Oid) -> Table {
     );
     match found {
         Ok((Some(qualified), Some(owner))) => Table { qualified, owner },
-        _ => errors::raise(
-            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-            format!("relation with OID {} is not a table", oid.to_u32()),
-            None,
-            "Pass a table (or a materialized view) by name, e.g. 'orders'::regclass.",
-        ),
+        _ => errors::not_a_table(oid.to_u32()),
     }
 }
 
@@ -58,15 +52,7 @@ pub fn may_act_as(owner: pg_sys::Oid) -> bool {
 pub fn largest(table_oid: pg_sys::Oid, column: &str) -> Option<i64> {
     let table = table(table_oid);
     if !may_act_as(table.owner) {
-        errors::raise(
-            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            format!(
-                "must be the owner of table {} to read its largest id",
-                table.qualified
-            ),
-            None,
-            "Run it as the table's owner, or as a superuser.",
-        );
+        errors::not_table_owner(&table.qualified);
     }
     let query = format!(
         "SELECT pg_catalog.max({}) FROM {}",
@@ -98,16 +84,7 @@ pub fn largest(table_oid: pg_sys::Oid, column: &str) -> Option<i64> {
         pg_sys::SetUserIdAndSecContext(saved_user, saved_context);
     }
     largest.unwrap_or_else(|e| {
-        errors::raise(
-            PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
-            format!(
-                "the largest value of column {} of table {} cannot be read as a bigint: {e}",
-                pgrx::spi::quote_identifier(column),
-                table.qualified
-            ),
-            None,
-            "Only bigint and snowflake columns hold ids whose largest can be found.",
-        )
+        errors::largest_not_bigint(&pgrx::spi::quote_identifier(column), &table.qualified, &e)
     })
 }
 
