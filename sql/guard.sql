@@ -1,4 +1,4 @@
--- The replication guard (src/guard.rs): installing it on a table, on every table of a
+-- The replication guard (src/tables/guard.rs): installing it on a table, on every table of a
 -- subscription, and removing it. Written like snowflake_adopt: search_path = pg_catalog,
 -- pg_temp and every name schema-qualified; creating a trigger needs the table's owner (or the
 -- TRIGGER privilege), as for any trigger.

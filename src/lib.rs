@@ -9,7 +9,7 @@
 //! and a clock stepping back leaves the counter running ahead of it, so a worker's ids are
 //! strictly increasing whatever the clock does (`snowflake_core::generator`).
 //!
-//! The counters of all workers live in shared memory (`shmem.rs`), one 128-byte slot each, so
+//! The counters of all workers live in shared memory ([`shared::shmem`]), one 128-byte slot each, so
 //! every backend of the server shares them: state per backend would let two sessions mint the
 //! same id in the same millisecond. That needs the library in `shared_preload_libraries`;
 //! without it every generating function raises a clear error instead, and loading it without
@@ -23,8 +23,8 @@
 //! *mark*, a high-water mark that is durable before any id below it is handed out; after any
 //! of those events the worker continues above its mark, whatever the clock says.
 //!
-//! The marks are rows of a table (`marks_table.rs`), written by a background worker, the mark
-//! writer (`writer.rs`, rules in `snowflake_core::marks`), in its own transactions. A relation
+//! The marks are rows of a table ([`marks::marks_table`]), written by a background worker, the mark
+//! writer ([`marks::writer`], rules in [`snowflake_core::marks`]), in its own transactions. A relation
 //! is what PostgreSQL already carries everywhere a sequence goes: its changes travel in WAL, so
 //! a streaming standby replays them, a promoted standby and a base backup restored with WAL
 //! (PITR) continue above what they replayed, and pg_upgrade copies the table like any other.
@@ -42,7 +42,7 @@
 //! SQLSTATE 25006 there. When the marks are missing or doubtful (the table dropped,
 //! replaced, emptied or made by another role, the wrong `snowflake.database`, a damaged token
 //! file, another layout), the mark writer refuses to mint until a superuser restores them
-//! (`snowflake_core::startup`, `admin.rs`); only a first start, with no marks ever written,
+//! ([`snowflake_core::startup`], [`marks::admin`]); only a first start, with no marks ever written,
 //! starts from the clock.
 //!
 //! Protocol between backends and the mark writer
@@ -53,7 +53,7 @@
 //! workers never touch the same line, and nothing on the fast path can raise an error or
 //! wait: a call costs the function call, a clock read and a few loads besides the
 //! compare-and-swap (`bench/`, against a function doing only the call and the clock read). The
-//! slow path (`nextval.rs`) takes the control LWLock only to run the clock check and the same
+//! slow path ([`mint::nextval`]) takes the control LWLock only to run the clock check and the same
 //! issue with every limit told apart; it never waits or raises an error while holding
 //! it. A backend that needs a mark records what it needs in the slot, wakes the writer, and
 //! sleeps on a condition variable the writer broadcasts once the new marks are durable; one
@@ -66,61 +66,75 @@
 //! Trust
 //! -----
 //! The mark writer runs as the bootstrap superuser, and the marks database may belong to an
-//! ordinary role. So its session ignores database and role defaults (`writer/session.rs`),
+//! ordinary role. So its session ignores database and role defaults ([`marks::writer::session`]),
 //! and it trusts the marks schema only when it is its own: owned by the bootstrap superuser,
 //! with nothing another role could use to change it or to run code as the writer
-//! (`marks_table.rs`); a table emptied, edited or rolled back is seen through a digest and a
+//! ([`marks::marks_table`]); a table emptied, edited or rolled back is seen through a digest and a
 //! generation in its header, the generation also in the token file. Anything else is doubt.
 //!
-//! Files
-//! -----
-//! Pure Rust, unit-tested without a server, in the `snowflake_core` crate: `layout`,
-//! `timekeeper` (clock steps and jumps), `generator` (a worker's slot and the issuing
-//! protocol), `marks` (the writer's rules), `startup` (load, start afresh or refuse), `lease`
-//! (a leased worker id's rules), `siphash` (the marks' seal), `token`
-//! and `legacy` (file formats), `text` (base32 and base62); `core/tests/model.rs` runs the
-//! issuing protocol and the writer's rules in racing threads against a fake clock. PostgreSQL
-//! glue here: `shmem.rs`, `control.rs` (the writer's state), `mailbox.rs` (an administrator's
-//! requests to the writer), `writer/` (the mark writer: its loop, signals, latch, session,
-//! loading, writing, requests), `lease/` (worker ids leased from a registry, and the lease
-//! keeper), `citus.rs` (the nodes of a Citus cluster compare their hand-set worker ids),
-//! `marks_table.rs`, `token_file.rs`, `wait.rs`, `clock.rs`,
-//! `settings.rs` (GUCs), `errors.rs` (every user-facing error), `time_filter.rs` (the planner
-//! hook for time filters), `id_columns.rs` (which columns of a table hold ids), and the SQL
-//! functions in `nextval.rs`, `lastval.rs`, `decode.rs`, `text.rs` (text forms and the
-//! `snowflake` type), `guard.rs` (the replication guard), `stats.rs`, `admin.rs`, `adopt.rs`
-//! and `compat.rs`; `bench_floor.rs` is the benchmark's reference, outside the extension's SQL.
+//! Code map
+//! --------
+//! The one map of the code (README.md and `core/src/lib.rs` point here); `cargo doc` checks
+//! every link in it (`scripts/test.sh`). Folders follow the path of the data.
+//!
+//! * [`lib.rs`](crate) (this file): `_PG_init`, which defines the settings and, when
+//!   preloading, asks for shared memory and registers the background workers.
+//! * [`settings`]: the GUCs (`snowflake.*`). [`errors`]: every user-facing error, with its
+//!   SQLSTATE, message and hint (and [`errors::marks`], [`errors::ids`], [`errors::tables`]). [`stats`]: `snowflake_stats()` and `snowflake_status()`, and
+//!   [`stats::compat`], the C symbols that databases still at 0.1.0 call.
+//! * [`shared`]: shared memory as data, with the paragraph on which lock or atomic ordering
+//!   guards each field: [`shared::shmem`] (the segment, its lock and condition variable, the
+//!   slots), [`shared::control`] (the control block), [`shared::mailbox`],
+//!   [`shared::lease`], [`shared::citus`], [`shared::text`].
+//! * [`mint`]: handing out ids: [`mint::nextval`] (the generating functions and their fast
+//!   and slow paths), [`mint::wait`] (waiting for a mark or the clock), [`mint::clock`],
+//!   [`mint::lastval`], [`mint::bench_floor`] (the benchmark's reference).
+//! * [`marks`]: the durable high-water marks: [`marks::writer`] (the mark writer:
+//!   [`marks::writer::session`], [`marks::writer::load`], [`marks::writer::write`],
+//!   [`marks::writer::requests`]), [`marks::marks_table`], [`marks::token_file`],
+//!   [`marks::mailbox`] (an administrator's requests to the writer) and [`marks::admin`]
+//!   (`snowflake_restore_mark`, `snowflake_rewind`).
+//! * [`lease`]: worker ids leased from a registry: the backends' side in [`lease`] itself,
+//!   the lease keeper in [`lease::keeper`] ([`lease::keeper::claim`],
+//!   [`lease::keeper::hold`], [`lease::keeper::connection`]), what it asks the registry in
+//!   [`lease::registry`] (whose SQL is `sql/registry.sql`), and the connection in
+//!   [`lease::libpq`].
+//! * [`ids`]: ids as values: [`ids::decode`], [`ids::text`] (text forms and the `snowflake`
+//!   type), [`ids::time_filter`] (the planner hook for time filters).
+//! * [`tables`]: ids in users' tables: [`tables::adopt`], [`tables::guard`] (the
+//!   replication guard), [`tables::id_columns`], [`tables::owner_scan`],
+//!   [`tables::privileges`], and [`tables::citus`] (the Citus check, and
+//!   [`tables::citus::check`], its background worker).
+//! * [`bgworker`]: the toolkit the three background workers share: registration, one signal
+//!   handler ([`bgworker::signals`]) and one latch wait ([`bgworker::latch`]).
+//! * `src/tests.rs`: the `#[pg_test]`s, run inside a server by `cargo pgrx test`.
+//! * The pure core, unit-tested without a server, is the [`snowflake_core`] crate:
+//!   [`snowflake_core::layout`], [`snowflake_core::timekeeper`] (clock steps and jumps),
+//!   [`snowflake_core::generator`] (a worker's slot and the issuing protocol),
+//!   [`snowflake_core::marks`] (the writer's rules), [`snowflake_core::startup`] (load, start
+//!   afresh or refuse), [`snowflake_core::lease`] (a leased worker id's rules),
+//!   [`snowflake_core::conninfo`] (the registry's connection string), [`snowflake_core::siphash`]
+//!   (the marks' seal), [`snowflake_core::token`] and [`snowflake_core::legacy`] (file
+//!   formats), [`snowflake_core::text`] (base32 and base62); `core/tests/model.rs` runs the
+//!   issuing protocol and the writer's rules in racing threads against a fake clock.
+//! * Outside `src/`: `sql/` (install sources, upgrade scripts, the registry's schema, the
+//!   portable edition), `tests/` (integration tests against real servers, `tests/common`),
+//!   `bench/`, `scripts/` (`scripts/test.sh` runs everything).
 
 use pgrx::prelude::*;
 
-pub mod admin;
-pub mod adopt;
-pub mod bench_floor;
-pub mod citus;
-pub mod clock;
-pub mod compat;
-pub mod control;
-pub mod decode;
+pub mod bgworker;
 pub mod errors;
-pub mod guard;
-pub mod id_columns;
-pub mod lastval;
+pub mod ids;
 pub mod lease;
-pub mod mailbox;
-pub mod marks_table;
-pub mod nextval;
-pub mod owner_scan;
-pub mod privileges;
+pub mod marks;
+pub mod mint;
 pub mod settings;
-pub mod shmem;
+pub mod shared;
 pub mod stats;
+pub mod tables;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
-pub mod text;
-pub mod time_filter;
-pub mod token_file;
-pub mod wait;
-pub mod writer;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -135,12 +149,12 @@ pub extern "C-unwind" fn _PG_init() {
         settings::mark_preloaded();
     }
     settings::define(preloading);
-    time_filter::install();
+    ids::time_filter::install();
     if preloading {
-        shmem::request();
-        writer::register();
+        shared::shmem::request();
+        marks::writer::register();
         lease::register();
-        citus::register();
+        tables::citus::register();
     }
 }
 

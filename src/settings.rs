@@ -2,7 +2,7 @@
 
 use crate::errors;
 use pgrx::prelude::*;
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 use snowflake_core::layout::Layout;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
@@ -443,12 +443,7 @@ pub fn layout() -> &'static Layout {
     });
     match parsed {
         Ok(layout) => layout,
-        Err(e) => errors::raise(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            e.clone(),
-            None,
-            "Set snowflake.layout to a preset name or a custom layout (see the README) and restart the server.",
-        ),
+        Err(e) => errors::invalid_layout_setting(e.clone()),
     }
 }
 
@@ -476,25 +471,4 @@ fn text_of(name: &CStr, setting: &GucSetting<Option<CString>>, default: &str) ->
             CStr::from_ptr(value).to_string_lossy().into_owned()
         }
     }
-}
-
-/// What this server is configured with: the worker id `snowflake_nextval()` uses (NULL when
-/// unset, or with `auto` while no worker id is leased), whether it is set, and whether the
-/// library is preloaded (without which nothing can be generated). STABLE: it changes only with
-/// a configuration reload or a lease.
-#[pg_extern(stable, parallel_safe)]
-fn snowflake_worker_id() -> TableIterator<
-    'static,
-    (
-        name!(worker_id, Option<i32>),
-        name!(is_set, bool),
-        name!(preloaded, bool),
-    ),
-> {
-    let (worker, is_set) = match worker() {
-        AUTO => (crate::lease::leased(), true),
-        UNSET => (None, false),
-        w => (Some(w), true),
-    };
-    TableIterator::once((worker, is_set, is_preloaded()))
 }

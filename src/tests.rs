@@ -1,5 +1,5 @@
 //! `#[pg_test]`s: every SQL function and every error, inside a real server (the pgrx test
-//! cluster, with the library preloaded and `snowflake.worker_id = 7`, see `lib.rs`).
+//! cluster, with the library preloaded and `snowflake.worker_id = 7`, see [`crate::pg_test`]).
 //! Concurrency, crashes and clocks are tested from outside, in `tests/`.
 
 #[pgrx::pg_schema]

@@ -1,6 +1,6 @@
 //! libpq connection strings (`snowflake.registry`), read the way libpq reads them, to check
 //! one when it is set and to show it without its password, in every server process. libpq
-//! itself is loaded only by the lease keeper (`lease/libpq.rs`), so that no other process of
+//! itself is loaded only by the lease keeper (`src/lease/libpq.rs` of the extension), so that no other process of
 //! the server holds a libpq of another version than the one its own replication uses.
 //!
 //! Two forms: `keyword = value` pairs, values in single quotes when they hold spaces (with `\'`

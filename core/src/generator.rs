@@ -17,7 +17,7 @@
 //! successful compare-and-swaps, whatever the clock does and however many backends race.
 //!
 //! Three limits apply, each checked before the compare-and-swap; a call that meets one leaves
-//! the fast path (and the slow path of `nextval.rs` decides what to do):
+//! the fast path (and the slow path of the extension's `src/mint/nextval.rs` decides what to do):
 //!
 //! * **the mark** (`mark`): ticks at or above it may not be issued. It is the durable
 //!   high-water mark: the mark writer raises it only once the new value is durable (see
@@ -67,7 +67,7 @@ pub struct Slot {
     /// Set when the part of the state kept in the marks table changed and the mark writer should write it.
     pub dirty: AtomicBool,
     /// No mark is raised past this tick: the cap a leased worker id's registry recorded
-    /// (`lease.rs`); `u64::MAX` for a worker id set by hand.
+    /// (the extension's `src/lease/`); `u64::MAX` for a worker id set by hand.
     pub cap: AtomicU64,
 
     // Changed only by the slow path and the mark writer, under the control lock.

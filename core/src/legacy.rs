@@ -1,6 +1,6 @@
 //! The state files of version 0.1.0 (`snowflake_ext/lease.0` and `lease.1` in the data
 //! directory), read once to carry their marks into the marks table when a server that ran
-//! 0.1.0 first starts with this version. Pure decoding; the files are read by `writer.rs`.
+//! 0.1.0 first starts with this version. Pure decoding; the files are read by the mark writer (`src/marks/writer/` of the extension).
 //!
 //! Each file: the magic `SFLEASE1`, a generation (u64), the mark of each of 1,024 workers in
 //! ticks of the default layout (u64 each) and an FNV-1a checksum, all little-endian. The newer

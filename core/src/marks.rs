@@ -1,7 +1,7 @@
 //! The mark writer's rules: when a worker's high-water mark is raised and to what, what a clean
 //! stop persists, and how an administrator restores or rewinds a worker. Pure Rust over the
-//! same [`Slot`]s the backends use; the process that persists the result is `writer.rs` in the
-//! extension, the storage `marks_table.rs`.
+//! same [`Slot`]s the backends use; the process that persists the result is the mark writer (`src/marks/writer/`) in the
+//! extension, the storage `src/marks/marks_table.rs`.
 //!
 //! **The mark** of a worker is a tick: every tick the worker has issued is below it (or in its
 //! reserved range, see [`rewind`]), and it is durable before a backend may issue below it. The

@@ -14,7 +14,7 @@
 //!   another database or table OID): the table this server wrote was dropped, re-created or
 //!   copied, or `snowflake.database` names another database. Its marks may be lost: refuse;
 //! * a marks schema whose header row is missing, or whose objects another role made or could
-//!   change (the glue checks that, `marks_table.rs`): refuse;
+//!   change (the glue checks that, `src/marks/marks_table.rs`): refuse;
 //! * a table whose seal (`marks::seal`, under the key the token file keeps) does not match its
 //!   header and rows: rows deleted, changed or added, the header changed, the table emptied,
 //!   through SQL by someone who cannot read the data directory: refuse;

@@ -201,24 +201,11 @@ fn wait(
             Socket::Readable => pg_sys::WL_SOCKET_READABLE,
             Socket::Writable => pg_sys::WL_SOCKET_WRITEABLE,
         };
-        // SAFETY: the standard wait of a background worker on its own latch and a socket libpq
-        // owns and keeps open while the connection lives.
-        let woke = unsafe {
-            let woke = pg_sys::WaitLatchOrSocket(
-                pg_sys::MyLatch,
-                (pg_sys::WL_LATCH_SET
-                    | pg_sys::WL_TIMEOUT
-                    | pg_sys::WL_EXIT_ON_PM_DEATH
-                    | socket_event) as c_int,
-                sock as pg_sys::pgsocket,
-                left.as_millis() as i64 + 1,
-                pg_sys::PG_WAIT_EXTENSION,
-            );
-            if woke & pg_sys::WL_LATCH_SET as c_int != 0 {
-                pg_sys::ResetLatch(pg_sys::MyLatch);
-            }
-            woke
-        };
+        // The socket is libpq's, kept open while the connection lives.
+        let woke = crate::bgworker::latch::wait_once(
+            Some(left.as_millis() as i64 + 1),
+            Some((sock as pg_sys::pgsocket, socket_event)),
+        );
         if woke & socket_event as c_int != 0 {
             return Ok(());
         }

@@ -3,122 +3,23 @@
 //! while another server holds it). This file is the backends' side: the leased worker id in
 //! shared memory (one load on the hot path), the check on the slow path that stops a lease that
 //! ran out even when the keeper is stuck, and the errors and status that say why there is none.
-//! The *lease keeper* (`keeper.rs`) is the background worker that claims, waits out the
-//! lock-delay, confirms, renews and gives back leases; `registry.rs` is what it asks the
-//! registry, whose functions run the protocol (`sql/registry.sql`); `libpq.rs` is the
+//! The *lease keeper* ([`keeper`]) is the background worker that claims, waits out the
+//! lock-delay, confirms, renews and gives back leases; [`registry`] is what it asks the
+//! registry, whose functions run the protocol (`sql/registry.sql`); [`libpq`] is the
 //! connection. The rules are `snowflake_core::lease`.
 
-mod keeper;
+pub(crate) mod keeper;
 pub mod libpq;
-mod registry;
+pub(crate) mod registry;
 
+pub use crate::shared::lease::{LeaseShared, Standing, Status, NONE};
 pub use keeper::register;
 
-use crate::control::Text;
-use crate::shmem::{ControlGuard, Shared};
-use crate::{clock, errors, settings};
+use crate::shared::shmem::{ControlGuard, Shared};
+use crate::{errors, mint::clock, settings};
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 use snowflake_core::generator::CLOSED;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
-
-/// `LeaseShared::worker` while no worker id is leased.
-pub const NONE: u32 = u32::MAX;
-
-/// The lease in shared memory: what the hot path and the slow path read. Written by the keeper
-/// under the control lock; `worker` is also cleared (compare-and-swap) by a backend that finds
-/// the lease ran out.
-pub struct LeaseShared {
-    /// The leased worker id (`NONE`: none usable now).
-    pub worker: AtomicU32,
-    /// Until when (boot clock, ms) it may be used.
-    pub usable_until: AtomicU64,
-}
-
-impl Default for LeaseShared {
-    fn default() -> LeaseShared {
-        LeaseShared::new()
-    }
-}
-
-impl LeaseShared {
-    pub const fn new() -> LeaseShared {
-        LeaseShared {
-            worker: AtomicU32::new(NONE),
-            usable_until: AtomicU64::new(0),
-        }
-    }
-}
-
-/// Where the lease stands, for `snowflake_status()` and for errors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Standing {
-    /// No registry is used.
-    #[default]
-    NotUsed,
-    Claiming,
-    /// Claimed, waiting out the lock-delay before confirming.
-    Waiting,
-    Held,
-    /// The registry cannot be reached (or refuses); retrying.
-    Unreachable,
-    /// No worker id of the range is free.
-    Exhausted,
-    /// The worker id `snowflake.worker_id` names is held by another server.
-    Taken,
-    /// A standby promoted after this server took over: it leases nothing.
-    Superseded,
-    /// A copy of this server holds the worker id: this one stopped for good.
-    Duplicate,
-    /// The registry went back in time, or an administrator must recover it first.
-    Frozen,
-    /// The registry is not the one this server leased from, and does not carry its leases.
-    Foreign,
-    /// The registry's leases moved to another registry.
-    Moved,
-    /// This server's clock is too far from the registry's.
-    Skew,
-    /// The registry refuses this server's role or settings.
-    Refused,
-}
-
-impl Standing {
-    pub fn name(self) -> &'static str {
-        match self {
-            Standing::NotUsed => "not used",
-            Standing::Claiming => "claiming",
-            Standing::Waiting => "waiting",
-            Standing::Held => "held",
-            Standing::Unreachable => "unreachable",
-            Standing::Exhausted => "exhausted",
-            Standing::Taken => "taken",
-            Standing::Superseded => "superseded",
-            Standing::Duplicate => "duplicate",
-            Standing::Frozen => "frozen",
-            Standing::Foreign => "foreign",
-            Standing::Moved => "moved",
-            Standing::Skew => "skew",
-            Standing::Refused => "refused",
-        }
-    }
-}
-
-/// The lease as `snowflake_status()` shows it, in the control block (under the control lock;
-/// written by the keeper, and by a backend that stops a lease that ran out).
-#[derive(Clone, Copy, Default)]
-pub struct Status {
-    pub standing: Standing,
-    pub worker: Option<u32>,
-    /// The fence of the lease this start of the server holds (a restarted keeper continues it).
-    pub fence: Option<i64>,
-    /// Unix ms at which the registry lets the lease go, as estimated here.
-    pub expires_unix_ms: i64,
-    /// While waiting out the lock-delay: Unix ms at which the claim is confirmed.
-    pub waiting_until_unix_ms: i64,
-    pub holder: Text,
-    pub registry: Text,
-    pub why: Text,
-}
+use std::sync::atomic::Ordering::*;
 
 /// The worker id `snowflake_nextval()` uses when leasing, or an error that says why there is
 /// none. One load on the hot path.
@@ -136,7 +37,7 @@ pub fn leased() -> Option<i32> {
     if !settings::is_preloaded() {
         return None;
     }
-    let w = crate::shmem::shared().lease.worker.load(Acquire);
+    let w = crate::shared::shmem::shared().lease.worker.load(Acquire);
     (w != NONE).then_some(w as i32)
 }
 
@@ -281,12 +182,7 @@ fn refuse(shared: &Shared) -> ! {
              first id; see snowflake_status() and the server log.",
         ),
     };
-    errors::raise(
-        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("this server holds no worker id from the registry: {reason}"),
-        Some("Ids are minted only under a lease of a worker id that no other server holds.".into()),
-        hint,
-    )
+    errors::no_lease(&reason, hint)
 }
 
 /// A Unix time in ms as PostgreSQL would show a timestamptz, for messages.
@@ -357,4 +253,25 @@ pub fn status(shared: &Shared) -> Shown {
             registry: None,
         },
     }
+}
+
+/// What this server is configured with: the worker id `snowflake_nextval()` uses (NULL when
+/// unset, or with `auto` while no worker id is leased), whether it is set, and whether the
+/// library is preloaded (without which nothing can be generated). STABLE: it changes only with
+/// a configuration reload or a lease.
+#[pg_extern(stable, parallel_safe)]
+fn snowflake_worker_id() -> TableIterator<
+    'static,
+    (
+        name!(worker_id, Option<i32>),
+        name!(is_set, bool),
+        name!(preloaded, bool),
+    ),
+> {
+    let (worker, is_set) = match settings::worker() {
+        settings::AUTO => (leased(), true),
+        settings::UNSET => (None, false),
+        w => (Some(w), true),
+    };
+    TableIterator::once((worker, is_set, settings::is_preloaded()))
 }
