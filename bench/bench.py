@@ -195,7 +195,7 @@ def m1_auto(work, ports, n, repeats):
     registry.start()
     # Installed by its owner, the fleet's role given only what grant_fleet gives (a registry
     # refuses a role that could write its tables).
-    registry.psql((ROOT / "sql" / "registry.sql").read_text()
+    registry.psql((ROOT / "sql" / "registry" / "registry.sql").read_text()
                   + "\nCREATE ROLE fleet LOGIN; SELECT snowflake_registry.grant_fleet('fleet');")
     server = Server(Path(work) / "auto-data", ports[1], [
         "snowflake.worker_id=auto",

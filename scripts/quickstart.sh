@@ -48,7 +48,7 @@ fi
 scripts/pg-cluster start "$DIR"
 
 psql="$(scripts/pg-major bindir "$MAJOR")/psql -h 127.0.0.1 -p $PORT -U postgres"
-$psql -X -q -f sql/demo.sql
+$psql -X -q -f examples/demo.sql
 
 cat <<MSG
 

@@ -97,7 +97,7 @@
 //! * [`lease`]: worker ids leased from a registry: the backends' side in [`lease`] itself,
 //!   the lease keeper in [`lease::keeper`] ([`lease::keeper::claim`],
 //!   [`lease::keeper::hold`], [`lease::keeper::connection`]), what it asks the registry in
-//!   [`lease::registry`] (whose SQL is `sql/registry.sql`), and the connection in
+//!   [`lease::registry`] (whose SQL is `sql/registry/registry.sql`), and the connection in
 //!   [`lease::libpq`].
 //! * [`ids`]: ids as values: [`ids::decode`], [`ids::text`] (text forms and the `snowflake`
 //!   type), [`ids::time_filter`] (the planner hook for time filters).

@@ -136,7 +136,7 @@ fn define_reloadable() {
             c"A libpq connection string, e.g. 'host=reg1,reg2 dbname=registry user=fleet \
               target_session_attrs=read-write'. The password comes from the passfile or a service \
               file: a password or any other secret written here is refused, since PostgreSQL logs \
-              the setting's value. The registry's schema is installed by sql/registry.sql. With a \
+              the setting's value. The registry's schema is installed by sql/registry/registry.sql. With a \
               worker id set by hand in snowflake.worker_id, the server leases exactly that one.",
             &REGISTRY,
             GucContext::Sighup,

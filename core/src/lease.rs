@@ -1,6 +1,6 @@
 //! Worker ids leased from a registry (`snowflake.worker_id = 'auto'`, or a number with
 //! `snowflake.registry` set): the rules a holder follows, pure. The registry (a schema in a
-//! PostgreSQL database the fleet shares, `sql/registry.sql`) runs the protocol in functions of
+//! PostgreSQL database the fleet shares, `sql/registry/registry.sql`) runs the protocol in functions of
 //! its own; this is the holder's half. The literature is the guide: a lease is only as safe as
 //! the wait before the next holder acts (Chubby's lock-delay) and what stops the old one
 //! (Kleppmann's fencing tokens; here, the cap).
@@ -389,7 +389,7 @@ mod tests {
         ] {
             assert_eq!(Outcome::parse(text).map(Outcome::name), Some(text));
             assert!(
-                include_str!("../../sql/registry.sql").contains(&format!("'{text}'")),
+                include_str!("../../sql/registry/registry.sql").contains(&format!("'{text}'")),
                 "the registry never answers {text}"
             );
         }

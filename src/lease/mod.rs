@@ -5,7 +5,7 @@
 //! ran out even when the keeper is stuck, and the errors and status that say why there is none.
 //! The *lease keeper* ([`keeper`]) is the background worker that claims, waits out the
 //! lock-delay, confirms, renews and gives back leases; [`registry`] is what it asks the
-//! registry, whose functions run the protocol (`sql/registry.sql`); [`libpq`] is the
+//! registry, whose functions run the protocol (`sql/registry/registry.sql`); [`libpq`] is the
 //! connection. The rules are `snowflake_core::lease`.
 
 pub(crate) mod keeper;

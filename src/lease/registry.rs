@@ -1,5 +1,5 @@
 //! What the lease keeper asks the registry: one call of a function of the registry's schema
-//! (`sql/registry.sql`, where the protocol runs) per exchange, each its own transaction, in a
+//! (`sql/registry/registry.sql`, where the protocol runs) per exchange, each its own transaction, in a
 //! session whose `search_path` is `pg_catalog, pg_temp`. The registry answers every call with
 //! one row of `snowflake_registry.answer`.
 

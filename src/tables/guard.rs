@@ -4,7 +4,7 @@
 //! collide; the guard stops the apply with an error naming the table, the id and the worker
 //! (the default), or lets the row through with a WARNING and counts it (`foreign_rows` in
 //! `snowflake_stats`). It is installed with `snowflake_guard(table)` or
-//! `snowflake_guard_subscription(name)` (PL/pgSQL in `sql/guard.sql`) as an `ENABLE REPLICA`
+//! `snowflake_guard_subscription(name)` (PL/pgSQL in `sql/install/guard.sql`) as an `ENABLE REPLICA`
 //! trigger, which fires only in the replication apply, so local inserts never run it; it is an
 //! ordinary trigger, so pg_dump keeps it.
 
@@ -74,7 +74,7 @@ fn snowflake_guard_row<'a>(
 }
 
 pgrx::extension_sql_file!(
-    "../../sql/guard.sql",
+    "../../sql/install/guard.sql",
     name = "snowflake_guard",
     requires = [snowflake_guard_row]
 );

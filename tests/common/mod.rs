@@ -547,8 +547,8 @@ pub fn worker_of(id: i64) -> i32 {
     ((id >> 12) & 1023) as i32
 }
 
-/// The registry's schema and functions (`sql/registry.sql`).
-pub const REGISTRY_SQL: &str = include_str!("../../sql/registry.sql");
+/// The registry's schema and functions (`sql/registry/registry.sql`).
+pub const REGISTRY_SQL: &str = include_str!("../../sql/registry/registry.sql");
 
 /// The lock-delay of the tests' registries: the shortest the registry allows, so that a
 /// takeover that must wait costs a test as little as it can.
