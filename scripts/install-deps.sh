@@ -2,7 +2,7 @@
 # Installs what building, testing, packaging and benchmarking snowflake_ext need on Debian 12,
 # as root: Debian packages, cargo-pgrx 0.18.1, every supported PostgreSQL major
 # (scripts/pg-major), pglogical for the majors the whole test suite runs on, Citus for 16-18,
-# pg_tle for every major, and the client libraries of the client tests (clients/).
+# pg_tle for every major, and the client libraries of the client tests (tests/clients/).
 # Idempotent and quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,20 +79,20 @@ done
 scripts/pg-major install 15.19
 
 # The client libraries of tests/clients.rs, from the npm registry and PyPI at the versions their
-# lock files pin, inside the work tree (ignored by git): clients/node/node_modules and the
-# virtualenv clients/python/.venv (made with Debian's python3). Each is installed again only when
+# lock files pin, inside the work tree (ignored by git): tests/clients/node/node_modules and the
+# virtualenv tests/clients/python/.venv (made with Debian's python3). Each is installed again only when
 # its lock file changed: the hash of the one it came from is kept beside it.
 lock_hash() { sha256sum "$1" | cut -d' ' -f1; }
-if [ "$(cat clients/node/node_modules/.installed-from 2>/dev/null)" != "$(lock_hash clients/node/package-lock.json)" ]; then
-  echo "==> npm ci (clients/node)"
-  (cd clients/node && npm ci --no-audit --no-fund --loglevel=error)
-  lock_hash clients/node/package-lock.json >clients/node/node_modules/.installed-from
+if [ "$(cat tests/clients/node/node_modules/.installed-from 2>/dev/null)" != "$(lock_hash tests/clients/node/package-lock.json)" ]; then
+  echo "==> npm ci (tests/clients/node)"
+  (cd tests/clients/node && npm ci --no-audit --no-fund --loglevel=error)
+  lock_hash tests/clients/node/package-lock.json >tests/clients/node/node_modules/.installed-from
 fi
-venv=clients/python/.venv
-if [ "$(cat "$venv/.installed-from" 2>/dev/null)" != "$(lock_hash clients/python/requirements.txt)" ]; then
-  echo "==> pip install -r clients/python/requirements.txt (into $venv)"
+venv=tests/clients/python/.venv
+if [ "$(cat "$venv/.installed-from" 2>/dev/null)" != "$(lock_hash tests/clients/python/requirements.txt)" ]; then
+  echo "==> pip install -r tests/clients/python/requirements.txt (into $venv)"
   rm -rf "$venv"
   /usr/bin/python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r clients/python/requirements.txt
-  lock_hash clients/python/requirements.txt >"$venv/.installed-from"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r tests/clients/python/requirements.txt
+  lock_hash tests/clients/python/requirements.txt >"$venv/.installed-from"
 fi

@@ -8,7 +8,7 @@
 #   * on 14, 16 and 17: the #[pg_test]s and the generation, durability, interop and portable
 #     integration tests;
 #   * on 16, 17 and 18: a Citus 14 cluster (coordinator and two workers, tests/citus.rs);
-#   * on 15: real clients (node-postgres, psycopg, SQLAlchemy, Django, from clients/) against
+#   * on 15: real clients (node-postgres, psycopg, SQLAlchemy, Django, from tests/clients/) against
 #     the extension and the portable SQL edition (tests/clients.rs);
 #   * on 18: the lease handovers (tests/handover.rs) and the nemesis, a registry and four
 #     leasing servers under 90 s of random faults

@@ -1,5 +1,5 @@
 //! Real clients against both editions: node-postgres, psycopg 3, SQLAlchemy 2 and Django 5, as
-//! pinned in `clients/` and installed by `scripts/install-deps.sh`, run against one server
+//! pinned in `tests/clients/` and installed by `scripts/install-deps.sh`, run against one server
 //! that has the library preloaded: database `native` with the extension, database `portable`
 //! with `sql/portable/snowflake_portable.sql` installed by its owner, an ordinary role.
 
@@ -60,15 +60,15 @@ fn run_suite(label: &str, mut command: Command, cluster: &Cluster, db: &str, wor
 }
 
 fn node_suite() -> Command {
-    installed(repo().join("clients/node/node_modules/pg/package.json"));
+    installed(repo().join("tests/clients/node/node_modules/pg/package.json"));
     let mut c = Command::new("node");
-    c.args(["--test", "clients/node/test.mjs"]);
+    c.args(["--test", "tests/clients/node/test.mjs"]);
     c
 }
 
 fn python_suite() -> Command {
-    let mut c = Command::new(installed(repo().join("clients/python/.venv/bin/python")));
-    c.args(["-m", "pytest", "-q", "clients/python"]);
+    let mut c = Command::new(installed(repo().join("tests/clients/python/.venv/bin/python")));
+    c.args(["-m", "pytest", "-q", "tests/clients/python"]);
     c
 }
 

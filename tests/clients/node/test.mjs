@@ -3,7 +3,7 @@
 // bigint keys only). Run by tests/clients.rs against each; by hand:
 //
 //   SNOWFLAKE_TEST_DSN=postgresql://app@127.0.0.1:5432/native SNOWFLAKE_EDITION=native \
-//   SNOWFLAKE_WORKER_ID=3 node --test clients/node/test.mjs
+//   SNOWFLAKE_WORKER_ID=3 node --test tests/clients/node/test.mjs
 //
 // The README's "From your application" snippets for node appear verbatim below (the python
 // suite's test_readme.py checks that).

@@ -17,7 +17,7 @@ def _required(name: str) -> str:
     # A missing setting fails every test: a suite that quietly tested nothing would look like a
     # pass.
     if not value:
-        raise pytest.UsageError(f"{name} must be set (see clients/python/conftest.py)")
+        raise pytest.UsageError(f"{name} must be set (see tests/clients/python/conftest.py)")
     return value
 
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 CLIENTS = Path(__file__).resolve().parent.parent
-README = CLIENTS.parent / "docs" / "reference.md"
+README = CLIENTS.parent.parent / "docs" / "reference.md"
 SOURCES = [CLIENTS / "node" / "test.mjs", *sorted((CLIENTS / "python").glob("test_*.py"))]
 
 
