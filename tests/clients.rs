@@ -67,7 +67,9 @@ fn node_suite() -> Command {
 }
 
 fn python_suite() -> Command {
-    let mut c = Command::new(installed(repo().join("tests/clients/python/.venv/bin/python")));
+    let mut c = Command::new(installed(
+        repo().join("tests/clients/python/.venv/bin/python"),
+    ));
     c.args(["-m", "pytest", "-q", "tests/clients/python"]);
     c
 }

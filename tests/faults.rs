@@ -11,23 +11,6 @@ use common::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// A cluster on `faketime` with a table of snowflake ids of worker 4; returns it and the
-/// largest id issued.
-fn prepared(name: &str) -> (Cluster, i64) {
-    let mut cluster = Cluster::new(name, &["snowflake.worker_id=4"]);
-    cluster.use_faketime();
-    cluster.start();
-    let mut c = cluster.connect();
-    c.batch_execute(
-        "CREATE EXTENSION snowflake_ext;
-         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
-         INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
-    )
-    .unwrap();
-    let largest: i64 = c.scalar("SELECT max(id) FROM t");
-    (cluster, largest)
-}
-
 /// Stops the server, does `fault` to its data directory, and starts it with the clock an hour
 /// back.
 fn restart_an_hour_back(cluster: &Cluster, fault: impl FnOnce(&Path)) {
@@ -35,33 +18,6 @@ fn restart_an_hour_back(cluster: &Cluster, fault: impl FnOnce(&Path)) {
     fault(&cluster.dir);
     cluster.set_clock_offset(-3600);
     cluster.start();
-}
-
-/// New ids of worker 4, from several sessions, are all above `largest`; returns the highest.
-fn assert_mints_above(cluster: &Cluster, largest: i64) -> i64 {
-    let threads: Vec<_> = (0..3)
-        .map(|_| {
-            let conninfo = cluster.conninfo("postgres");
-            std::thread::spawn(move || {
-                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
-                ids(
-                    &mut c,
-                    "INSERT INTO t (v) SELECT g FROM generate_series(1, 2000) g RETURNING id",
-                )
-            })
-        })
-        .collect();
-    let after: Vec<i64> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    let lowest = *after.iter().min().unwrap();
-    assert!(
-        lowest > largest,
-        "{lowest} is not above {largest}:\n{}",
-        cluster.log()
-    );
-    *after.iter().max().unwrap()
 }
 
 /// Once the mark writer's status says the marks are in doubt, every generating function
@@ -102,7 +58,7 @@ fn token_file(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn the_token_file_or_its_directory_deleted_resumes_above_the_marks_table() {
-    let (cluster, largest) = prepared("fault-deleted");
+    let (cluster, largest) = minting_into_t("fault-deleted");
     restart_an_hour_back(&cluster, |dir| {
         std::fs::remove_file(token_file(dir)).unwrap()
     });
@@ -120,7 +76,7 @@ fn the_token_file_or_its_directory_deleted_resumes_above_the_marks_table() {
 
 #[test]
 fn a_damaged_truncated_or_padded_token_file_refuses_until_restored() {
-    let (cluster, mut largest) = prepared("fault-damaged");
+    let (cluster, mut largest) = minting_into_t("fault-damaged");
     type Damage = fn(&mut Vec<u8>);
     // Each says what is wrong with the file in words and figures, never Rust's debug text.
     let damages: [(&str, Damage, &str); 4] = [
@@ -175,7 +131,7 @@ fn a_damaged_truncated_or_padded_token_file_refuses_until_restored() {
 
 #[test]
 fn the_marks_table_dropped_while_down_refuses_until_restored() {
-    let (cluster, largest) = prepared("fault-dropped");
+    let (cluster, largest) = minting_into_t("fault-dropped");
     // Dropped, then a crash before the writer could notice and write it again.
     cluster
         .connect()
@@ -195,7 +151,7 @@ fn the_marks_table_dropped_while_down_refuses_until_restored() {
 
 #[test]
 fn the_marks_table_dropped_while_running_is_rewritten_from_memory() {
-    let (cluster, largest) = prepared("fault-dropped-live");
+    let (cluster, largest) = minting_into_t("fault-dropped-live");
     cluster
         .connect()
         .batch_execute("DROP SCHEMA snowflake_ext_state CASCADE")
@@ -212,7 +168,7 @@ fn the_marks_table_dropped_while_running_is_rewritten_from_memory() {
 
 #[test]
 fn an_unreadable_state_directory_refuses_then_resumes_above_the_marks_once_readable() {
-    let (cluster, largest) = prepared("fault-unreadable");
+    let (cluster, largest) = minting_into_t("fault-unreadable");
     let state_dir = cluster.dir.join("snowflake_ext");
     let chmod = |mode: &str| {
         let status = std::process::Command::new("chmod")
@@ -234,7 +190,7 @@ fn an_unreadable_state_directory_refuses_then_resumes_above_the_marks_once_reada
 
 #[test]
 fn a_sigterm_to_the_mark_writer_restarts_it_and_ids_go_on() {
-    let (cluster, largest) = prepared("fault-sigterm");
+    let (cluster, largest) = minting_into_t("fault-sigterm");
     let mut c = cluster.connect();
     let writer: i32 = c.scalar(
         "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
@@ -326,7 +282,7 @@ fn refused_writes(cluster: &Cluster, largest: i64, blocked: &str) -> i64 {
 
 #[test]
 fn a_lock_on_the_marks_table_refuses_ids_with_a_reason_until_it_is_released() {
-    let (cluster, largest) = prepared("fault-locked");
+    let (cluster, largest) = minting_into_t("fault-locked");
     let mut locker = cluster.connect();
     locker
         .batch_execute("BEGIN; LOCK snowflake_ext_state.marks IN ACCESS EXCLUSIVE MODE")
@@ -339,7 +295,7 @@ fn a_lock_on_the_marks_table_refuses_ids_with_a_reason_until_it_is_released() {
 
 #[test]
 fn a_read_only_state_directory_refuses_ids_until_the_token_file_can_be_written() {
-    let (cluster, largest) = prepared("fault-readonly");
+    let (cluster, largest) = minting_into_t("fault-readonly");
     let state_dir = cluster.dir.join("snowflake_ext");
     let chmod = |mode: &str| {
         std::process::Command::new("chmod")
@@ -423,7 +379,7 @@ fn a_marks_database_that_does_not_exist_refuses_ids_and_backs_off() {
 
 #[test]
 fn a_copy_of_the_marks_table_in_another_database_is_not_taken_for_the_servers_own() {
-    let (cluster, largest) = prepared("fault-copy");
+    let (cluster, largest) = minting_into_t("fault-copy");
     // An old copy of the marks (dumped now, restored later into another database), and
     // snowflake.database pointed at it: its token is the server's own, its database is not.
     let dump = cluster.pg_dump(&["--inserts", "-n", "snowflake_ext_state", "postgres"]);
@@ -451,7 +407,7 @@ fn activity(c: &mut postgres::Client, condition: &str) -> bool {
 
 #[test]
 fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
-    let (cluster, _) = prepared("fault-sync-cancel");
+    let (cluster, _) = minting_into_t("fault-sync-cancel");
     let mut c = cluster.connect();
     let writer: i32 = c.scalar(
         "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
@@ -530,7 +486,7 @@ fn status(cluster: &Cluster) -> (String, String) {
 
 #[test]
 fn snowflake_database_changed_under_existing_marks_refuses_until_set_back_or_restored() {
-    let (cluster, largest) = prepared("fault-otherdb");
+    let (cluster, largest) = minting_into_t("fault-otherdb");
     let mut c = cluster.connect();
     c.batch_execute("CREATE DATABASE other").unwrap();
     c.batch_execute("ALTER SYSTEM SET snowflake.database = 'other'")

@@ -14,25 +14,6 @@ use common::*;
 use postgres::Client;
 use std::collections::HashSet;
 
-/// A server that leases its worker id from `registry`, with the extension created; `extra`
-/// settings added (a TTL, a range).
-fn server(name: &str, registry: &Cluster, extra: &[&str]) -> Cluster {
-    let reg = registry_setting(registry, "fleet");
-    let mut settings = vec![
-        "snowflake.worker_id=auto",
-        reg.as_str(),
-        "max_connections=20",
-    ];
-    settings.extend_from_slice(extra);
-    let cluster = Cluster::new(name, &settings);
-    cluster.start();
-    cluster
-        .connect()
-        .batch_execute("CREATE EXTENSION snowflake_ext")
-        .unwrap();
-    cluster
-}
-
 /// `n` ids from the server's configured (leased) worker.
 fn mint(cluster: &Cluster, n: i32) -> Vec<i64> {
     let mut c = cluster.connect();
@@ -52,7 +33,7 @@ fn sixteen_servers_lease_sixteen_worker_ids_and_get_them_back_after_a_crash() {
             .map(|i| {
                 let registry = &registry;
                 s.spawn(move || {
-                    server(
+                    leasing_server(
                         &format!("lease-16-{i}"),
                         registry,
                         &["snowflake.lease_ttl=10min"],
@@ -159,7 +140,7 @@ fn sixteen_servers_lease_sixteen_worker_ids_and_get_them_back_after_a_crash() {
 #[test]
 fn a_clone_started_beside_its_original_gets_another_worker_id() {
     let registry = registry("lease-registry-clone");
-    let original = server("lease-original", &registry, &["snowflake.lease_ttl=10min"]);
+    let original = leasing_server("lease-original", &registry, &["snowflake.lease_ttl=10min"]);
     let worker = leased(&original);
     let mut all = mint(&original, 5000);
     // A base backup of it, started as a primary (not a standby) while it runs.
@@ -187,7 +168,7 @@ fn a_clone_started_beside_its_original_gets_another_worker_id() {
 #[test]
 fn a_registry_gone_past_the_ttl_stops_minting_before_the_lease_ends_and_back_resumes() {
     let registry = registry("lease-registry-down");
-    let server = server("lease-down", &registry, &["snowflake.lease_ttl=5s"]);
+    let server = leasing_server("lease-down", &registry, &["snowflake.lease_ttl=5s"]);
     let worker = leased(&server);
     let mut c = server.connect();
     registry.stop();
@@ -234,7 +215,7 @@ fn a_registry_gone_past_the_ttl_stops_minting_before_the_lease_ends_and_back_res
 #[test]
 fn an_expired_worker_id_goes_to_a_new_server_only_above_its_old_holders_ids() {
     let registry = registry("lease-registry-reuse");
-    let old = server(
+    let old = leasing_server(
         "lease-old",
         &registry,
         &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
@@ -280,7 +261,7 @@ fn an_expired_worker_id_goes_to_a_new_server_only_above_its_old_holders_ids() {
 fn a_standby_promoted_after_its_primary_died_mints_with_another_id_and_the_old_primary_mints_nothing(
 ) {
     let registry = registry("lease-registry-failover");
-    let primary = server("lease-primary", &registry, &["snowflake.lease_ttl=5s"]);
+    let primary = leasing_server("lease-primary", &registry, &["snowflake.lease_ttl=5s"]);
     let worker = leased(&primary);
     let mut all = mint(&primary, 5000);
     let standby = Cluster::standby_of(&primary, "lease-standby", &[]);
@@ -329,7 +310,7 @@ fn no_free_worker_id_bad_settings_and_a_registry_role_without_rights_are_errors(
     // Three worker ids, four servers: the fourth has none, and says so everywhere.
     let servers: Vec<Cluster> = (0..4)
         .map(|i| {
-            server(
+            leasing_server(
                 &format!("lease-few-{i}"),
                 &registry,
                 &["snowflake.worker_range=3-5", "snowflake.lease_ttl=10min"],

@@ -278,48 +278,9 @@ fn database_and_role_defaults_do_not_reach_the_mark_writer() {
     }
 }
 
-/// A server minting worker 4 into table `t`; returns it and the largest id.
-fn minting(name: &str) -> (Cluster, i64) {
-    let mut cluster = Cluster::new(name, &["snowflake.worker_id=4"]);
-    cluster.use_faketime();
-    cluster.start();
-    let mut c = cluster.connect();
-    c.batch_execute(
-        "CREATE EXTENSION snowflake_ext;
-         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
-         INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
-    )
-    .unwrap();
-    let largest: i64 = c.scalar("SELECT max(id) FROM t");
-    (cluster, largest)
-}
-
-/// New rows of `t`, from several sessions, all above `largest`; returns the highest.
-fn assert_mints_above(cluster: &Cluster, largest: i64) -> i64 {
-    let threads: Vec<_> = (0..3)
-        .map(|_| {
-            let conninfo = cluster.conninfo("postgres");
-            std::thread::spawn(move || {
-                let mut c = Client::connect(&conninfo, NoTls).unwrap();
-                ids(
-                    &mut c,
-                    "INSERT INTO t (v) SELECT g FROM generate_series(1, 2000) g RETURNING id",
-                )
-            })
-        })
-        .collect();
-    let after: Vec<i64> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    let lowest = *after.iter().min().unwrap();
-    assert!(lowest > largest, "{lowest} is not above {largest}");
-    *after.iter().max().unwrap()
-}
-
 #[test]
 fn a_marks_table_others_could_change_is_refused_until_that_is_undone() {
-    let (cluster, mut largest) = minting("trust-running");
+    let (cluster, mut largest) = minting_into_t("trust-running");
     let mut c = cluster.connect();
     c.batch_execute(
         "CREATE ROLE app;
@@ -389,7 +350,7 @@ fn a_marks_table_others_could_change_is_refused_until_that_is_undone() {
 
 #[test]
 fn a_marks_table_emptied_while_running_is_written_again_from_memory() {
-    let (cluster, largest) = minting("trust-emptied-live");
+    let (cluster, largest) = minting_into_t("trust-emptied-live");
     let mut c = cluster.connect();
     c.batch_execute("TRUNCATE snowflake_ext_state.marks")
         .unwrap();
@@ -434,7 +395,7 @@ fn edit_while_down(cluster: &Cluster, edit: &str) {
 
 #[test]
 fn a_marks_table_emptied_edited_or_rolled_back_while_down_is_in_doubt() {
-    let (cluster, mut largest) = minting("trust-emptied-down");
+    let (cluster, mut largest) = minting_into_t("trust-emptied-down");
     let mut c = cluster.connect();
     // An older copy of the table, kept aside, then outdated: the first id of worker 5 makes
     // the writer write (and raise the header's generation) again.
@@ -492,7 +453,7 @@ fn a_marks_table_emptied_edited_or_rolled_back_while_down_is_in_doubt() {
 
 #[test]
 fn eight_superusers_asking_the_writer_at_once_each_get_their_own_answer() {
-    let (cluster, _) = minting("trust-mailbox");
+    let (cluster, _) = minting_into_t("trust-mailbox");
     let base = (unix_ms_now() + 60_000 - EPOCH_UNIX_MS) << 22;
     let threads: Vec<_> = (0..8i64)
         .map(|i| {
@@ -550,7 +511,7 @@ fn eight_superusers_asking_the_writer_at_once_each_get_their_own_answer() {
 /// the header is forged, and the server refuses to mint instead of repeating ids.
 #[test]
 fn a_member_of_pg_write_all_data_cannot_lower_the_marks() {
-    let (cluster, largest) = minting("trust-write-all");
+    let (cluster, largest) = minting_into_t("trust-write-all");
     let mut c = cluster.connect();
     c.batch_execute("CREATE ROLE bob LOGIN; GRANT pg_write_all_data TO bob")
         .unwrap();
@@ -621,7 +582,7 @@ fn default_privileges_in_the_marks_database_are_taken_back() {
 /// free, not after the mailbox's 30 s expiry.
 #[test]
 fn a_terminated_askers_request_does_not_hold_the_mailbox() {
-    let (cluster, _) = minting("trust-mailbox-fatal");
+    let (cluster, _) = minting_into_t("trust-mailbox-fatal");
     let mut locker = cluster.connect();
     // The writer cannot write while the marks table is locked: the request stays with it.
     locker

@@ -452,6 +452,51 @@ pub fn started(name: &str, settings: &[&str]) -> Cluster {
     cluster
 }
 
+/// A started server minting with worker id 4 (its clock settable: faketime), whose table `t`
+/// has 20,000 rows keyed by `snowflake_nextval()`; and the largest id there.
+pub fn minting_into_t(name: &str) -> (Cluster, i64) {
+    let mut cluster = Cluster::new(name, &["snowflake.worker_id=4"]);
+    cluster.use_faketime();
+    cluster.start();
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "CREATE EXTENSION snowflake_ext;
+         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
+         INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
+    )
+    .unwrap();
+    let largest: i64 = c.scalar("SELECT max(id) FROM t");
+    (cluster, largest)
+}
+
+/// New rows of `t`, from three sessions at once, all have ids above `largest`; returns the
+/// highest.
+pub fn assert_mints_above(cluster: &Cluster, largest: i64) -> i64 {
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let conninfo = cluster.conninfo("postgres");
+            std::thread::spawn(move || {
+                let mut c = Client::connect(&conninfo, NoTls).unwrap();
+                ids(
+                    &mut c,
+                    "INSERT INTO t (v) SELECT g FROM generate_series(1, 2000) g RETURNING id",
+                )
+            })
+        })
+        .collect();
+    let after: Vec<i64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let lowest = *after.iter().min().unwrap();
+    assert!(
+        lowest > largest,
+        "{lowest} is not above {largest}:\n{}",
+        cluster.log()
+    );
+    *after.iter().max().unwrap()
+}
+
 pub fn unix_ms_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
