@@ -292,11 +292,20 @@ unsafe extern "C-unwind" fn assign_worker_id(
             .to_string_lossy()
             .into_owned()
     };
-    WORKER_SETTING.store(
-        parse_worker_id(&text, max_worker()).unwrap_or(UNSET),
-        Relaxed,
-    );
+    let worker = parse_worker_id(&text, max_worker()).unwrap_or(UNSET);
+    let before = WORKER_SETTING.swap(worker, Relaxed);
     combine();
+    // On Citus, a hand-set worker id that changes by reload is compared with the other nodes'
+    // again before any session mints with either: revoked here, in the postmaster, before it
+    // signals the reload to anyone, a session still in a statement under the old worker id
+    // stops too (another node may take that id up at once).
+    // SAFETY: reads of a flag PostgreSQL sets once per process.
+    let postmaster = unsafe { !pg_sys::IsUnderPostmaster };
+    if postmaster && before != worker && crate::shared::citus::PRELOADED.load(Relaxed) {
+        if let Some(shared) = crate::shared::shmem::try_shared() {
+            shared.citus.revoke_quietly();
+        }
+    }
 }
 
 // SAFETY: called only by PostgreSQL's GUC machinery as an assign hook, with the value it checked; it

@@ -69,6 +69,14 @@ impl CitusShared {
         self.wake();
     }
 
+    /// As `revoke`, without waking the check: for the postmaster, which must not touch a
+    /// latch in shared memory (the check wakes on the same reload's SIGHUP).
+    pub fn revoke_quietly(&self) {
+        let _ = self.state.fetch_update(AcqRel, Acquire, |s| {
+            Some((((s >> 32) + 1) << 32) | u64::from(NONE))
+        });
+    }
+
     /// Publishes `verified` if nothing revoked the comparison since `from` was read.
     pub fn publish(&self, from: u64, verified: u32) -> bool {
         let to = (from & !u64::from(u32::MAX)) | u64::from(verified);
