@@ -163,7 +163,21 @@ impl Writer {
                     token_file_ok: !write_token,
                     seen: meta.seen,
                 });
-                self.shared.control().registry_seen = meta.seen;
+                {
+                    // The lease keeper may have seen a later epoch since the marks were read:
+                    // never set back what it raised.
+                    let mut control = self.shared.control();
+                    let current = control.registry_seen;
+                    control.registry_seen =
+                        if control.registry_seen_known && current.registry == meta.seen.registry {
+                            current.after(meta.seen.registry, meta.seen.epoch)
+                        } else if control.registry_seen_known && current.registry != 0 {
+                            current
+                        } else {
+                            meta.seen
+                        };
+                    control.registry_seen_known = true;
+                }
                 self.stored.fill(Row::default());
                 for (w, row) in rows {
                     self.stored[w as usize] = row;
