@@ -72,6 +72,27 @@ BEGIN
 END $$;
 """
 
+# The classic "Instagram" PL/pgSQL id function (Instagram Engineering, "Sharding & IDs at
+# Instagram", 2012): a sequence modulo 1024, the clock and a shard id, in PL/pgSQL.
+INSTAGRAM = "Instagram's PL/pgSQL function"
+INSTAGRAM_SQL = """
+CREATE SEQUENCE instagram_seq;
+CREATE OR REPLACE FUNCTION instagram_next_id(OUT result bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    our_epoch bigint := 1314220021721;
+    seq_id bigint;
+    now_millis bigint;
+    shard_id int := 5;
+BEGIN
+    SELECT nextval('instagram_seq') % 1024 INTO seq_id;
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000) INTO now_millis;
+    result := (now_millis - our_epoch) << 23;
+    result := result | (shard_id << 10);
+    result := result | (seq_id);
+END;
+$$;
+"""
+
 
 class Server:
     """A server of scripts/pg-cluster; `env` is the environment of every pg-cluster call (its
@@ -245,6 +266,7 @@ M3_TABLES = {
     # The snowflake type (a bigint whose JSON form is a string): the same speed and index size?
     "snowflake type": "id snowflake PRIMARY KEY DEFAULT snowflake_nextval()",
     PORTABLE: "id bigint PRIMARY KEY DEFAULT portable.snowflake_nextval()",
+    INSTAGRAM: "id bigint PRIMARY KEY DEFAULT instagram_next_id()",
 }
 
 
@@ -535,15 +557,22 @@ def m1_table(m1_rate, m1_ms, n):
                         "the two runs of a round.", ""]
 
 
-def portable_headline(m1_rate, m2_res, m3_res, m4_res, rows, worst):
-    """The portable edition's figures beside nextval(), bigserial and the native edition."""
+def portable_headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, rows, worst):
+    """The portable edition's figures beside nextval(), bigserial, the UUIDs, Instagram's
+    function and the native edition."""
     med = statistics.median
     wall = {k: med([ms for ms, _ in v[rows]]) for k, v in m4_res.items()}
-    return (f"* **The portable edition** (no library, PL/pgSQL): `snowflake_nextval()` makes "
-            f"{med(m1_rate[PORTABLE]) / med(m1_rate[NV]):.2f}x as many ids per second as `nextval()` in one session (M1; "
-            f"the native edition {med(m1_rate['snowflake_nextval()']) / med(m1_rate[NV]):.2f}x, PL/pgSQL UUIDv7 "
-            f"{med(m1_rate['uuid v7 (PL/pgSQL)']) / med(m1_rate[NV]):.2f}x); `SELECT G;` {worst(m2_res, PORTABLE, NV)} the tps of "
-            f"`nextval()` (M2); as a primary key, {worst(m3_res, PORTABLE, 'bigserial')} the tps of `bigserial` (M3); "
+    us = {k: med(v) * 1000 / n for k, v in m1_ms.items()}
+    m3 = {c: med(paired_ratios(m3_res[PORTABLE][c], m3_res["bigserial"][c])) for c in (2, 8) if c in m3_res[PORTABLE]}
+    return (f"* **The portable edition** (no library, SQL): `snowflake_nextval()` takes {us[PORTABLE]:.2f} µs per id in "
+            f"one session, {med(m1_rate[PORTABLE]) / med(m1_rate[NV]):.2f}x the ids per second of `nextval()` "
+            f"({us[NV]:.2f} µs; PL/pgSQL UUIDv7 {us['uuid v7 (PL/pgSQL)']:.2f} µs, Instagram's PL/pgSQL function "
+            f"{us[INSTAGRAM]:.2f} µs, `gen_random_uuid()` {us['gen_random_uuid()']:.2f} µs, the native edition "
+            f"{us['snowflake_nextval()']:.2f} µs) (M1); `SELECT G;` {worst(m2_res, PORTABLE, NV)} the tps of "
+            f"`nextval()` (M2); as a primary key, "
+            + ", ".join(f"{r:.2f}x at {c} clients" for c, r in m3.items())
+            + f" (median of paired rounds; {worst(m3_res, PORTABLE, 'bigserial')} over 1 to 8 clients) the tps of a "
+            f"`bigserial` (`nextval()`) key (M3); "
             f"{rows:,} rows in one INSERT take {wall[PORTABLE] / wall['bigserial']:.2f}x bigserial's time (native "
             f"{wall['snowflake_nextval()'] / wall['bigserial']:.2f}x, UUIDv4 {wall['uuid v4 (gen_random_uuid)'] / wall['bigserial']:.2f}x) (M4).")
 
@@ -581,7 +610,7 @@ def headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list
         f"* **M4, {rows:,} rows in one INSERT:** the snowflake primary-key index is {size[sf] / size['bigserial']:.3f}x "
         f"the size of bigserial's (of the `snowflake` type: {size['snowflake type'] / size['bigserial']:.3f}x); UUIDv4's is {size['uuid v4 (gen_random_uuid)'] / size['bigserial']:.2f}x, "
         f"UUIDv7's {size['uuid v7 (PL/pgSQL)'] / size['bigserial']:.2f}x.",
-        portable_headline(m1_rate, m2_res, m3_res, m4_res, rows, worst),
+        portable_headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, rows, worst),
         f"* **M5, inserts at scale to {m5_res[sf]['rates'][-1][0] / 1e6:g}M rows** past a 128 MB buffer cache: "
         f"snowflake {min(scale):.2f}x to {max(scale):.2f}x bigserial's rows/s at every size "
         f"({m5_res[sf]['overall'] / m5_res['bigserial']['overall']:.2f}x overall, checkpoints included); at the end UUIDv4 "
@@ -689,6 +718,8 @@ def main():
     ap.add_argument("--cg-only", action="store_true", help="only the instruction counts, printed, no files written")
     ap.add_argument("--citus-only", action="store_true", help="only M6 (a Citus cluster), printed, no files written")
     ap.add_argument("--m1-m4", action="store_true", help="only M1 to M4, printed, no files written (3 rounds, 3 s runs)")
+    ap.add_argument("--portable", action="store_true",
+                    help="only the portable edition's M1 and M3 at 2 and 8 clients beside the other generators, printed")
     ap.add_argument("--repeats", type=int, help="rounds per measurement (default 5, 2 with --short)")
     args = ap.parse_args()
 
@@ -705,8 +736,10 @@ def main():
         m6_seconds, m6_repeats = 3, 7
     m6_clients = [2, 8]
     m5_clients, m5_batch = 4, 1000
-    if args.m1_m4 and not args.short:
+    if (args.m1_m4 or args.portable) and not args.short:
         repeats, seconds, m3_repeats, m3_seconds = 3, 3, 5, 3
+    if args.portable and not args.short:
+        n = 500_000
     repeats = args.repeats or repeats
     out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="snowflake_ext-bench-")) if args.short else ROOT / "docs")
     out.mkdir(parents=True, exist_ok=True)
@@ -741,7 +774,7 @@ def main():
     server.start()
     started = time.time()
     try:
-        server.psql("CREATE EXTENSION snowflake_ext; CREATE SEQUENCE bench_seq;" + UUIDV7_PLPGSQL + FLOOR_SQL)
+        server.psql("CREATE EXTENSION snowflake_ext; CREATE SEQUENCE bench_seq;" + UUIDV7_PLPGSQL + INSTAGRAM_SQL + FLOOR_SQL)
         server.psql(PORTABLE_SQL)
         generators = {
             FLOOR: "snowflake_bench_floor(1)",
@@ -751,10 +784,11 @@ def main():
             "gen_random_uuid()": "gen_random_uuid()",
             "uuid v7 (PL/pgSQL)": "uuidv7()",
             PORTABLE: "portable.snowflake_nextval()",
+            INSTAGRAM: "instagram_next_id()",
         }
         if args.m1_only:
             # Comparing two builds of this extension: the UUID generators only cost time.
-            del generators["gen_random_uuid()"], generators["uuid v7 (PL/pgSQL)"]
+            del generators["gen_random_uuid()"], generators["uuid v7 (PL/pgSQL)"], generators[INSTAGRAM]
         if pgedge:
             server.psql("CREATE EXTENSION IF NOT EXISTS snowflake; CREATE SEQUENCE pgedge_seq;")
             generators[PGEDGE] = "snowflake.nextval('pgedge_seq')"
@@ -766,6 +800,21 @@ def main():
         if args.m1_only:
             print("\n".join(m1_table(m1_rate, m1_ms, n)))
             return
+        if args.portable:
+            print("== M3: pgbench INSERT at 2 and 8 clients", flush=True)
+            create_tables(server, list(M3_TABLES))
+            m3_res = m3(server, m3_seconds, m3_repeats, [2, 8])
+            med = statistics.median
+            us = {k: med(v) * 1000 / n for k, v in m1_ms.items()}
+            print(f"\nportable edition: {us[PORTABLE]:.2f} us per id in one session; nextval() {us[NV]:.2f}, "
+                  f"PL/pgSQL UUIDv7 {us['uuid v7 (PL/pgSQL)']:.2f}, Instagram's function {us[INSTAGRAM]:.2f}, "
+                  f"gen_random_uuid() {us['gen_random_uuid()']:.2f}, native {us['snowflake_nextval()']:.2f}; "
+                  + "; ".join(f"INSERT tps ratio to bigserial at {c} clients: "
+                              f"{med(paired_ratios(m3_res[PORTABLE][c], m3_res['bigserial'][c])):.2f}" for c in (2, 8)) + "\n")
+            print("\n".join(m1_table(m1_rate, m1_ms, n) + [""]
+                            + throughput_table(f"M3: pgbench `INSERT`, {m3_seconds} s per run, {m3_repeats} rounds",
+                                               m3_res, "bigserial", [2, 8])))
+            return
         if args.m1_m4:
             print("== M2: pgbench SELECT G", flush=True)
             m2_res = m2(server, seconds, repeats, clients_list, generators)
@@ -774,6 +823,12 @@ def main():
             m3_res = m3(server, m3_seconds, m3_repeats, clients_list)
             print("== M4: bulk INSERT ... SELECT", flush=True)
             m4_res = m4(server, sizes, repeats)
+            def worst(res, name, ref):
+                med = statistics.median
+                ratios = {c: med(paired_ratios(res[name][c], res[ref][c])) for c in clients_list}
+                c = min(ratios, key=ratios.get)
+                return f"{min(ratios.values()):.2f}x (lowest, at {c} client{'s' if c > 1 else ''}) to {max(ratios.values()):.2f}x"
+            print(portable_headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, sizes[-1], worst) + "\n")
             print("\n".join(m1_table(m1_rate, m1_ms, n) + [""]
                             + throughput_table(f"M2: pgbench `SELECT G;`, {seconds} s per run", m2_res, NV, clients_list)
                             + throughput_table(f"M3: pgbench `INSERT`, {m3_seconds} s per run, {m3_repeats} rounds",

@@ -3,7 +3,9 @@
 //! the library, many sessions at once, the clock stepped back while running and across a
 //! `kill -9`, a standby that refuses and is then promoted; and beside the native edition: the
 //! same decoding for random ids of every preset layout, and a live table moved from one edition
-//! to the other and back. (pg_upgrade: tests/upgrade.rs.)
+//! to the other and back; objects planted in its schema refused at install, savepoints and a
+//! later `SET LOCAL synchronous_commit = off` across a `kill -9`, the owner's rewind after a
+//! forward clock jump, and the file run over its 0.3.0 install. (pg_upgrade: tests/upgrade.rs.)
 
 mod common;
 
@@ -23,11 +25,7 @@ fn plain_server(name: &str, settings: &[&str]) -> Cluster {
 /// `n` ids from `snowflake_nextval()`, one statement each, as `app`.
 fn singles(c: &mut postgres::Client, n: usize) -> Vec<i64> {
     (0..n)
-        .map(|_| {
-            c.query_one("SELECT snowflake_nextval()", &[])
-                .unwrap()
-                .get(0)
-        })
+        .map(|_| c.scalar("SELECT snowflake_nextval()"))
         .collect()
 }
 
@@ -61,33 +59,33 @@ fn an_ordinary_owner_installs_it_and_only_the_owner_sets_the_worker_id() {
     app.batch_execute("GRANT USAGE ON SCHEMA ids TO other")
         .unwrap();
     let mut other = connect_as(&cluster, "app", "other");
-    let id: i64 = other
-        .query_one("SELECT ids.snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = other.scalar("SELECT ids.snowflake_nextval()");
     assert_eq!(worker_of(id), 5);
     for sql in [
         "SELECT ids.snowflake_set_worker_id(6)",
         "SELECT ids.snowflake_set_layout('twitter')",
         "SELECT ids.snowflake_restore_mark(0)",
-        "SELECT setval('ids.snowflake_portable_ticks', 1)",
-        "SELECT nextval('ids.snowflake_portable_ticks')",
-        "UPDATE ids.snowflake_portable_config SET worker = 6",
-        "SELECT ids._snowflake_write_functions()",
+        // The counter: callers may only move it forward (nextval), never set it.
+        "SELECT setval('ids.snowflake_portable_counter', 1)",
+        // The generation (the fast path's seqlock): read-only to callers.
+        "SELECT nextval('ids.snowflake_portable_generation')",
+        "SELECT setval('ids.snowflake_portable_generation', 1)",
+        // What moves wait on: only the owner can lock it.
+        "SELECT 1 FROM ids.snowflake_portable_mover FOR UPDATE",
+        "SELECT ids._snowflake_write_functions(6, 'snowflake')",
+        "SELECT ids._snowflake_advance(1, NULL)",
         "SET snowflake.worker_id = 6; SELECT ids.snowflake_nextval()",
+        "SET snowflake_portable.armed = '1'; SELECT ids.snowflake_nextval()",
     ] {
         match other.batch_execute(sql) {
             Err(e) => assert_eq!(e.code().map(|c| c.code()), Some("42501"), "{sql}: {e}"),
             Ok(()) => {
-                // Only the custom setting may be set; it changes nothing.
-                assert!(sql.starts_with("SET snowflake.worker_id"), "{sql} worked");
+                // Only the custom settings may be set; they change nothing here.
+                assert!(sql.starts_with("SET snowflake"), "{sql} worked");
             }
         }
     }
-    let id: i64 = other
-        .query_one("SELECT ids.snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = other.scalar("SELECT ids.snowflake_nextval()");
     assert_eq!(worker_of(id), 5, "a session changed the worker id");
 
     // Running the file again keeps the worker id and the counter.
@@ -101,7 +99,7 @@ fn an_ordinary_owner_installs_it_and_only_the_owner_sets_the_worker_id() {
     // State that another role owns is not taken over by running the file again.
     cluster
         .connect_to("app")
-        .batch_execute("ALTER SEQUENCE ids.snowflake_portable_ticks OWNER TO other")
+        .batch_execute("ALTER SEQUENCE ids.snowflake_portable_counter OWNER TO other")
         .unwrap();
     let (ok, out) = install_portable(&cluster, "app", "app");
     assert!(
@@ -110,7 +108,7 @@ fn an_ordinary_owner_installs_it_and_only_the_owner_sets_the_worker_id() {
     );
     cluster
         .connect_to("app")
-        .batch_execute("ALTER SEQUENCE ids.snowflake_portable_ticks OWNER TO app")
+        .batch_execute("ALTER SEQUENCE ids.snowflake_portable_counter OWNER TO app")
         .unwrap();
 
     // The layout cannot change under issued ids.
@@ -215,18 +213,16 @@ fn nothing_another_role_planted_or_was_granted_reaches_the_state_or_the_function
     }
     let mut rw = connect_as(&cluster, "app", "app_rw");
     for sql in [
-        "SELECT setval('ids.snowflake_portable_ticks', 1)",
-        "UPDATE ids.snowflake_portable_config SET worker = 9",
+        "SELECT setval('ids.snowflake_portable_counter', 1)",
+        "SELECT setval('ids.snowflake_portable_generation', 1)",
+        "SELECT 1 FROM ids.snowflake_portable_mover FOR UPDATE",
         "SELECT ids.snowflake_set_worker_id(9)",
-        "SELECT ids._snowflake_write_functions()",
+        "SELECT ids._snowflake_write_functions(9, 'snowflake')",
     ] {
         let e = error_of(&mut rw, sql);
         assert_eq!(e.code, "42501", "{sql}: {e:?}");
     }
-    let id: i64 = rw
-        .query_one("SELECT ids.snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = rw.scalar("SELECT ids.snowflake_nextval()");
     assert_eq!(worker_of(id), 6);
     assert!(id > *minted.last().unwrap());
     let loot: Vec<String> = su
@@ -325,7 +321,7 @@ fn its_errors_name_the_value_and_give_a_hint() {
 }
 
 #[test]
-fn many_sessions_at_once_never_repeat_an_id_and_a_cancelled_wait_leaves_no_lock() {
+fn many_sessions_at_once_never_repeat_an_id_and_a_move_holds_its_lock_only_while_it_moves() {
     let cluster = plain_server("portable-concurrent", &[]);
     portable_database(&cluster, "app");
     connect_as(&cluster, "app", "app")
@@ -363,47 +359,20 @@ fn many_sessions_at_once_never_repeat_an_id_and_a_cancelled_wait_leaves_no_lock(
     assert_eq!(all.len(), 8 * 10 * 600);
     assert_no_duplicates(&all);
 
-    // A session holds the minting lock; another's call waits and is cancelled by its
-    // statement_timeout. It must not be left holding the lock (or a request for it).
+    // A move's lock (the mover's row) is held for the move only, not to the end of the
+    // transaction that moved: the owner can take it while that transaction is still open.
+    let mut mover = connect_as(&cluster, "app", "app");
+    mover.batch_execute("BEGIN").unwrap();
+    ids(&mut mover, "SELECT snowflake_nextval_batch(10)");
     let mut holder = connect_as(&cluster, "app", "app");
-    let key: i64 = holder
-        .query_one(
-            "SELECT (1936617335::bigint << 32) | 'ids.snowflake_portable_ticks'::regclass::oid::bigint",
-            &[],
-        )
-        .unwrap()
-        .get(0);
     holder
-        .execute("SELECT pg_advisory_lock($1)", &[&key])
+        .batch_execute("BEGIN; SELECT 1 FROM ids.snowflake_portable_mover FOR UPDATE NOWAIT")
         .unwrap();
+    // While the owner holds it, a wait for it ends after 10 s with an error naming the
+    // session that holds it (only the owner, or a role that may write every table, can).
+    let holder_pid: i32 = holder.scalar("SELECT pg_backend_pid()");
     let mut waiter = connect_as(&cluster, "app", "app");
-    let e = error_of(
-        &mut waiter,
-        "SET statement_timeout = '200ms'; SELECT snowflake_nextval()",
-    );
-    assert_eq!(e.code, "57014", "{e:?}");
-    holder
-        .execute("SELECT pg_advisory_unlock($1)", &[&key])
-        .unwrap();
-    waiter.batch_execute("RESET statement_timeout").unwrap();
-    let held: i64 = waiter
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(held, 0);
-    // A wait that no timeout of the caller's ends: at most 10 s, then an error naming the
-    // session that holds the lock.
-    holder
-        .execute("SELECT pg_advisory_lock($1)", &[&key])
-        .unwrap();
-    let holder_pid: i32 = holder
-        .query_one("SELECT pg_backend_pid()", &[])
-        .unwrap()
-        .get(0);
-    let e = error_of(&mut waiter, "SELECT snowflake_nextval()");
+    let e = error_of(&mut waiter, "SELECT snowflake_nextval_batch(1)");
     assert_eq!(e.code, "55P03", "{e:?}");
     assert!(
         e.detail
@@ -411,9 +380,9 @@ fn many_sessions_at_once_never_repeat_an_id_and_a_cancelled_wait_leaves_no_lock(
             .is_some_and(|d| d.contains(&holder_pid.to_string())),
         "{e:?}"
     );
-    holder
-        .execute("SELECT pg_advisory_unlock($1)", &[&key])
-        .unwrap();
+    assert!(e.hint.is_some(), "{e:?}");
+    holder.batch_execute("COMMIT").unwrap();
+    mover.batch_execute("COMMIT").unwrap();
     // Everyone mints again: nobody holds the lock.
     let mut third = connect_as(&cluster, "app", "app");
     let next = singles(&mut third, 10);
@@ -437,13 +406,7 @@ fn the_clock_set_back_while_running_and_across_a_crash_never_repeats_an_id() {
     // An hour back while running.
     cluster.set_clock_offset(-3600);
     wait_until("the server's clock to go an hour back", PATIENCE, || {
-        let ms: f64 = app
-            .query_one(
-                "SELECT extract(epoch FROM clock_timestamp())::float8 * 1000",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let ms: f64 = app.scalar("SELECT extract(epoch FROM clock_timestamp())::float8 * 1000");
         (ms as i64) < unix_ms_now() - 1_800_000
     });
     let during = singles(&mut app, 200);
@@ -605,14 +568,10 @@ fn both_editions_decode_every_preset_layout_alike() {
         assert!(differ.is_empty(), "{what} differs for {differ:?}");
     }
     // The comparison is not empty: every sampled id decodes in the portable edition.
-    let compared: i64 = c
-        .query_one(
-            "SELECT count(*) FROM sample s, LATERAL ids.snowflake_decode(s.id, 'sonyflake') p
+    let compared: i64 = c.scalar(
+        "SELECT count(*) FROM sample s, LATERAL ids.snowflake_decode(s.id, 'sonyflake') p
               WHERE p.ts IS NOT NULL",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(compared, 20_000);
 
     // The same errors for the same bad input.
@@ -672,10 +631,7 @@ fn a_live_table_moves_from_the_native_edition_to_the_portable_one_and_back() {
                 let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
                 let mut mine: Vec<i64> = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    let id: i64 = c
-                        .query_one("INSERT INTO orders (n) VALUES (1) RETURNING id", &[])
-                        .unwrap()
-                        .get(0);
+                    let id: i64 = c.scalar("INSERT INTO orders (n) VALUES (1) RETURNING id");
                     if let Some(&last) = mine.last() {
                         assert!(id > last, "{id} after {last}");
                     }
@@ -699,19 +655,13 @@ fn a_live_table_moves_from_the_native_edition_to_the_portable_one_and_back() {
         let mut tx = c.transaction().unwrap();
         tx.batch_execute("LOCK TABLE orders IN EXCLUSIVE MODE")
             .unwrap();
-        let largest: i64 = tx
-            .query_one("SELECT max(id) FROM orders", &[])
-            .unwrap()
-            .get(0);
+        let largest: i64 = tx.scalar("SELECT max(id) FROM orders");
         tx.batch_execute(&format!(
             "SELECT {restore}((SELECT max(id) FROM orders));
              ALTER TABLE orders ALTER id SET DEFAULT {default}"
         ))
         .unwrap();
-        let first: i64 = tx
-            .query_one("INSERT INTO orders (n) VALUES (2) RETURNING id", &[])
-            .unwrap()
-            .get(0);
+        let first: i64 = tx.scalar("INSERT INTO orders (n) VALUES (2) RETURNING id");
         tx.commit().unwrap();
         assert!(first > largest, "{first} after {largest}");
     };
@@ -752,7 +702,7 @@ fn a_live_table_moves_from_the_native_edition_to_the_portable_one_and_back() {
 
 /// The pg_tle install as docs/portable.md gives it, run by a shell in the project's directory
 /// with the connection in PG* variables.
-const PG_TLE_INSTALL: &str = r#"{ echo "SELECT pgtle.install_extension('snowflake_portable', '0.3.0', 'snowflake ids in SQL', \$snowflake_portable\$"
+const PG_TLE_INSTALL: &str = r#"{ echo "SELECT pgtle.install_extension('snowflake_portable', '0.4.0', 'snowflake ids in SQL', \$snowflake_portable\$"
   cat sql/portable/snowflake_portable.sql
   echo "\$snowflake_portable\$);"; } | psql -v ON_ERROR_STOP=1 -X -q"#;
 
@@ -807,12 +757,252 @@ fn it_installs_as_a_pg_tle_extension() {
     // The functions written for the worker id belong to the extension: it drops cleanly.
     app.batch_execute("DROP EXTENSION snowflake_portable")
         .unwrap();
-    let left: i64 = app
+    let left: i64 =
+        app.scalar("SELECT count(*) FROM pg_proc WHERE pronamespace = 'ids'::regnamespace");
+    assert_eq!(left, 0);
+}
+
+/// The portable file as 0.3.0 shipped it: configuration in a table, ticks in a sequence.
+const PORTABLE_0_3_0: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/snowflake_portable-0.3.0.sql"
+);
+
+/// Runs `file` with psql as `role` in `db`, in one transaction, stopping at the first error,
+/// as `install_portable` runs today's file.
+fn install_file(cluster: &Cluster, db: &str, role: &str, file: &str) -> (bool, String) {
+    let out = std::process::Command::new(cluster.bin("psql"))
+        .args(["-h", "127.0.0.1", "-p", &cluster.port.to_string()])
+        .args([
+            "-U",
+            role,
+            "-d",
+            db,
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-1",
+        ])
+        .args(["-f", file])
+        .output()
+        .expect("run psql");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// A database `app` with 0.3.0 installed by `app`, worker 5, and the largest id it issued.
+fn on_0_3_0(name: &str) -> (Cluster, i64) {
+    let cluster = plain_server(name, &[]);
+    app_database(&cluster, "app");
+    let (ok, out) = install_file(&cluster, "app", "app", PORTABLE_0_3_0);
+    assert!(ok, "{out}");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("SELECT snowflake_set_worker_id(5)")
+        .unwrap();
+    let mut issued = singles(&mut app, 100);
+    issued.extend(ids(&mut app, "SELECT snowflake_nextval_batch(10000)"));
+    let largest = *issued.iter().max().unwrap();
+    (cluster, largest)
+}
+
+#[test]
+fn running_the_file_over_0_3_0_keeps_the_worker_id_and_mints_above_its_ids() {
+    let (cluster, largest) = on_0_3_0("portable-over-0-3-0");
+    let (ok, out) = install_portable(&cluster, "app", "app");
+    assert!(ok, "{out}");
+    let mut app = connect_as(&cluster, "app", "app");
+    let after = singles(&mut app, 100);
+    assert!(after[0] > largest, "{} after {largest}", after[0]);
+    assert_strictly_increasing(&after);
+    assert!(after.iter().all(|&id| worker_of(id) == 5), "{after:?}");
+    // The configuration lives in the owner's functions now, not in a table.
+    let tables: i64 = app
+        .scalar("SELECT count(*) FROM pg_class WHERE relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')");
+    assert_eq!(tables, 0);
+}
+
+#[test]
+fn running_the_file_over_0_3_0_refuses_a_configuration_table_changed_behind_the_functions() {
+    let (cluster, _) = on_0_3_0("portable-over-changed-0-3-0");
+    // As a member of pg_write_all_data could.
+    connect_as(&cluster, "app", "app")
+        .batch_execute("UPDATE ids.snowflake_portable_config SET worker = 7")
+        .unwrap();
+    let (ok, out) = install_portable(&cluster, "app", "app");
+    assert!(
+        !ok && out.contains("says worker 7, but ids are minted with worker 5")
+            && out.contains("HINT"),
+        "{out}"
+    );
+}
+
+/// A server whose WAL writer flushes asynchronous commits only every 10 s, so that a commit
+/// that was not flushed by itself is lost at a `kill -9` right after it.
+fn lazy_wal_server(name: &str) -> Cluster {
+    let cluster = plain_server(
+        name,
+        &["wal_writer_delay=10s", "wal_writer_flush_after=1GB"],
+    );
+    portable_database(&cluster, "app");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute(
+        "SELECT snowflake_set_worker_id(1);
+         CREATE TABLE kept (id bigint PRIMARY KEY);
+         ALTER ROLE app IN DATABASE app SET synchronous_commit = off;",
+    )
+    .unwrap();
+    cluster
+}
+
+#[test]
+fn an_id_committed_after_rollback_to_and_set_local_synchronous_commit_off_is_not_issued_again_after_a_crash(
+) {
+    let cluster = lazy_wal_server("portable-savepoint");
+    let mut app = connect_as(&cluster, "app", "app");
+    // Ids minted inside a savepoint that is rolled back to, one of them committed anyway,
+    // under synchronous_commit = off, which the transaction sets again after minting.
+    app.batch_execute("BEGIN").unwrap();
+    app.query_one("SELECT snowflake_nextval()", &[]).unwrap();
+    app.batch_execute("SAVEPOINT s").unwrap();
+    let inside = singles(&mut app, 100);
+    app.batch_execute("ROLLBACK TO s; SET LOCAL synchronous_commit = off")
+        .unwrap();
+    let last = *inside.last().unwrap();
+    app.execute("INSERT INTO kept VALUES ($1)", &[&last])
+        .unwrap();
+    app.batch_execute("COMMIT").unwrap();
+    cluster.kill_postmaster();
+    cluster.start();
+    let mut app = connect_as(&cluster, "app", "app");
+    let kept: i64 = app
+        .query_one("SELECT id FROM kept", &[])
+        .expect("the committed row survived the crash")
+        .get(0);
+    assert_eq!(kept, last);
+    let after = singles(&mut app, 200);
+    assert!(after[0] > last, "{} issued again after {last}", after[0]);
+}
+
+#[test]
+fn the_first_id_of_a_transaction_minted_inside_a_savepoint_under_synchronous_commit_off_is_refused()
+{
+    let cluster = lazy_wal_server("portable-savepoint-first");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("BEGIN; SAVEPOINT s").unwrap();
+    let e = error_of(&mut app, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(e.message.contains("synchronous_commit is off"), "{e:?}");
+    assert!(e.hint.is_some(), "{e:?}");
+    app.batch_execute("ROLLBACK").unwrap();
+    // Minted before the first savepoint, it is accepted, and inside savepoints after it.
+    app.batch_execute("BEGIN").unwrap();
+    singles(&mut app, 1);
+    app.batch_execute("SAVEPOINT s").unwrap();
+    singles(&mut app, 10);
+    app.batch_execute("COMMIT").unwrap();
+}
+
+/// The server's clock, in Unix milliseconds.
+fn server_ms(c: &mut postgres::Client) -> i64 {
+    let ms: f64 = c.scalar("SELECT extract(epoch FROM clock_timestamp())::float8 * 1000");
+    ms as i64
+}
+
+#[test]
+fn after_a_forward_clock_jump_only_the_owner_rewinds_and_ids_decode_to_now_again_without_repeating()
+{
+    let mut cluster = Cluster::new("portable-rewind", &["shared_preload_libraries="]);
+    cluster.use_faketime();
+    cluster.start();
+    portable_database(&cluster, "app");
+    cluster
+        .connect()
+        .batch_execute("CREATE ROLE minter LOGIN; ALTER ROLE minter SET search_path = ids, public")
+        .unwrap();
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("SELECT snowflake_set_worker_id(3); GRANT USAGE ON SCHEMA ids TO minter")
+        .unwrap();
+    let before = singles(&mut app, 100);
+
+    // A day ahead: the counter follows the clock, and ids decode to tomorrow.
+    cluster.set_clock_offset(86_400);
+    wait_until("the server's clock to jump a day ahead", PATIENCE, || {
+        server_ms(&mut app) > unix_ms_now() + 43_200_000
+    });
+    let during = singles(&mut app, 100);
+    assert!(unix_ms_of(during[0]) > unix_ms_now() + 43_200_000);
+
+    // The clock is set right again; the counter stays ahead until the owner rewinds it.
+    cluster.set_clock_offset(0);
+    wait_until("the server's clock to be right again", PATIENCE, || {
+        server_ms(&mut app) < unix_ms_now() + 60_000
+    });
+    let mut minter = connect_as(&cluster, "app", "minter");
+    let e = error_of(&mut minter, "SELECT * FROM ids.snowflake_rewind(3)");
+    assert_eq!(e.code, "42501", "{e:?}");
+    let e = error_of(&mut app, "SELECT * FROM snowflake_rewind(4)");
+    assert_eq!(e.code, "22023", "{e:?}");
+    let row = app
         .query_one(
-            "SELECT count(*) FROM pg_proc WHERE pronamespace = 'ids'::regnamespace",
+            "SELECT next_id, reserved_from, reserved_to FROM snowflake_rewind(3)",
             &[],
         )
-        .unwrap()
-        .get(0);
-    assert_eq!(left, 0);
+        .unwrap();
+    let (reserved_from, reserved_to): (i64, i64) = (row.get(1), row.get(2));
+    assert!(
+        reserved_from <= during[0] && reserved_to >= *during.last().unwrap(),
+        "{row:?}"
+    );
+    let after = singles(&mut minter, 100);
+    assert!(
+        (unix_ms_of(after[0]) - unix_ms_now()).abs() < 60_000,
+        "{} decodes to {}",
+        after[0],
+        unix_ms_of(after[0])
+    );
+    assert!(after[0] > *before.last().unwrap());
+    assert!(*after.last().unwrap() < reserved_from);
+    // Nothing to undo a second time.
+    let e = error_of(&mut app, "SELECT * FROM snowflake_rewind(3)");
+    assert_eq!(e.code, "55000", "{e:?}");
+    let all: Vec<i64> = before.into_iter().chain(during).chain(after).collect();
+    assert_no_duplicates(&all);
+}
+
+#[test]
+fn the_install_refuses_an_operator_another_role_planted_in_its_schema_naming_it() {
+    let cluster = plain_server("portable-planted-in-schema", &[]);
+    app_database(&cluster, "app");
+    cluster
+        .connect_to("app")
+        .batch_execute("CREATE ROLE mallory LOGIN")
+        .unwrap();
+    // The issue's case: a role that could once create in the schema left a better match for
+    // an operator the decoding bodies use; the owner took CREATE back before installing.
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("GRANT USAGE, CREATE ON SCHEMA ids TO mallory")
+        .unwrap();
+    connect_as(&cluster, "app", "mallory")
+        .batch_execute(
+            "CREATE FUNCTION ids.evil_or(bigint, bigint) RETURNS bigint LANGUAGE sql AS 'SELECT $1 OPERATOR(pg_catalog.|) $2';
+             CREATE OPERATOR ids.| (leftarg = bigint, rightarg = bigint, function = ids.evil_or);",
+        )
+        .unwrap();
+    app.batch_execute("REVOKE CREATE ON SCHEMA ids FROM mallory")
+        .unwrap();
+    let (ok, out) = install_portable(&cluster, "app", "app");
+    assert!(
+        !ok && out.contains("operator ids.|(bigint,bigint)") && out.contains("HINT"),
+        "{out}"
+    );
+    let functions: i64 = app
+        .scalar("SELECT count(*) FROM pg_proc WHERE pronamespace = 'ids'::regnamespace AND proname LIKE '%snowflake%'");
+    assert_eq!(functions, 0, "the refused install left functions behind");
 }

@@ -9,48 +9,94 @@
 --     SELECT snowflake_set_worker_id(1);        -- unique among every writer whose ids can meet
 --     CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), ...);
 --
--- Running the file again upgrades the functions and keeps the state. With pg_tle, the same
--- text installs as a trusted-language extension (see README, "The portable edition").
+-- Running the file again upgrades the functions (from this file's 0.3.0 too) and keeps the
+-- state. With pg_tle, the same text installs as a trusted-language extension (see README,
+-- "The portable edition").
 --
 -- Design
 -- ------
 -- The ids are the native edition's: same layouts, same functions and signatures for what the
--- two share (minting with the configured worker, decoding, composing, bounds, text forms), so
--- application SQL does not change between editions. What differs is where the state lives.
+-- two share (minting with the configured worker, decoding, composing, bounds, text forms,
+-- restoring the mark, rewinding a followed clock jump), so application SQL does not change
+-- between editions. What differs is where the state lives.
 --
--- The generator counts *ticks*, `time << sequence_bits | sequence`, as the native one does
--- (core/src/layout.rs): a tick and the worker id make an id, and a larger tick makes a larger
--- id. The last tick issued is kept in one sequence, snowflake_portable_ticks, which is
--- WAL-logged: it survives crashes, restarts, pg_upgrade and a failover to a standby that
--- received its WAL, and it never goes back when the clock does.
+-- The counter. snowflake_portable_counter, a sequence, holds the last id issued, in id space:
+-- time | worker | sequence (Sonyflake: time | sequence | worker, counted in steps of one
+-- worker field). nextval() is the whole of minting: it is WAL-logged, so the counter survives
+-- crashes, restarts, pg_upgrade and a failover to a standby that received its WAL, and it never
+-- goes back when the clock does. Callers hold USAGE on it: nextval() only moves it forward,
+-- and setval() needs UPDATE, which only the owner has.
 --
--- Locking protocol. A sequence can only be advanced by one (nextval) or set (setval); setval
--- is not a compare-and-set, so a setval that raced a nextval could move the counter back
--- under an id already issued. Every change to the counter is therefore made under one
--- advisory lock (key: 'snow' << 32 | the sequence's oid), held only for the few statements
--- that read the clock, advance the counter and, when the clock is ahead of it, set it to the
--- clock. It is a transaction-level lock taken inside a PL/pgSQL block, whose subtransaction
--- releases it when the block ends by an error; the block always ends by one, our own when all
--- went well, so no error or cancellation, wherever it lands, can leave the lock held (nextval
--- and setval are not transactional: the counter keeps what they did). Not a lock held to the
--- end of the transaction: a transaction that mints and goes on working must not hold up every
--- other writer until it commits. A wait for it ends after 10 s (lock_timeout) with an error
--- naming the holder: any role that can connect could take the same advisory lock and keep it.
+-- The fast path. snowflake_nextval() is one SQL expression, inlined into the caller's query
+-- (a LANGUAGE sql function with a single RETURN, not SECURITY DEFINER and without SET clauses,
+-- is), bound to its objects when it is created: no lock, no subtransaction, no PL/pgSQL. It
+-- accepts the value of nextval() when all of this holds, else calls the slow path:
+-- * no move of the counter overlapped the nextval() (below);
+-- * the clock has not passed the deadline of the last move (tolerance: 10 ms);
+-- * the value is still in the time unit the last move put the counter in, with this worker's
+--   field: the sequence part did not overflow into the worker field (Sonyflake: did not carry
+--   into a new time unit, and the worker field, the lowest bits, is this worker's).
+-- So only a move takes the counter into a new time unit, and every move runs the checks that
+-- keep ids unique (the end of the layout, the range a rewind reserved). At low rates the counter
+-- lags the clock; the move at each deadline brings it up, so ids decode to at most 10 ms (plus
+-- the time a move takes) before the time they were minted, and at most the burst or the clock
+-- step that put the counter ahead after it.
 --
--- Durability. nextval logs ahead and setval logs at once, but WAL is only flushed at the
--- commit of a transaction that has an xid and commits synchronously. The minting functions
--- give their transaction an xid and, if synchronous_commit is off or local, turn it on for
--- that transaction: an id whose transaction committed is never issued again, after a crash or a
--- failover to a synchronous standby. (An id taken by a transaction that had not committed when
--- the server crashed can be issued again, as with nextval(); the native edition's marks cover
--- even those.)
+-- Moves, and the locking protocol. setval() is not a compare-and-set: a move racing other
+-- sessions' nextval() could set the counter back under a value already handed out. Moves are
+-- made one at a time, by the slow path (and batches, snowflake_restore_mark, snowflake_rewind),
+-- each holding a row lock on snowflake_portable_mover taken FOR UPDATE inside a PL/pgSQL block
+-- that always ends by an error (its own when all went well), so the lock goes with the block's
+-- subtransaction, whatever error or cancellation lands where. Only roles that may UPDATE and
+-- SELECT that table can lock its row: the owner (and roles that can write and read every table:
+-- see Trust); no other role can take what the minting path waits on, and no prepared transaction
+-- can hold it. A waiter gives up after 10 s with an error. A second sequence,
+-- snowflake_portable_generation, is a seqlock that also carries the deadline: stable, it holds
+-- 2 * deadline + 1 (Unix ms); during a move, the negative of the next stable value. A move sets
+-- the marker, takes nextval(), sets the counter, sets the new stable value. The fast path reads
+-- the generation before and after its nextval() (callers hold SELECT on it, not USAGE: nobody
+-- else can move it) and accepts only if both readings are the same stable value and the clock
+-- (2 * now in ms: even, never equal to a stable value) is below it:
+--     GREATEST(before, 2 * now_ms, overflow) = abs(after)
+-- Arguments are evaluated left to right, and each reading is used once, as inlining requires. A
+-- value handed out inside a move's window is never accepted, so no accepted value is ever set
+-- back under; values thrown away are lost, never repeated. A move that dies half way leaves the
+-- marker, which the next move (the lock being free) replaces.
 --
--- Trust. The counter and the configuration belong to the role that installed the file, which
--- must own the schema; no other role gets any privilege on them (grants that default
--- privileges add are taken back), and no other role may create objects in the schema. Minting runs as that role (SECURITY DEFINER, with
--- search_path pinned to pg_catalog, this schema, pg_temp), so callers need no right to the
--- sequence and cannot set it back. Decoding functions have SQL-standard bodies, bound when
--- they are created: nothing on a caller's search_path can take their place.
+-- Durability. The counter's WAL is flushed when a transaction that has an xid, wrote WAL and
+-- commits with synchronous_commit on (or remote_write, remote_apply) commits. The first id of a
+-- transaction arms it (snowflake_portable.armed, a transaction-local setting, tells that it
+-- was): it gets an xid, writes a WAL record (setval of snowflake_portable_wal), and if
+-- synchronous_commit is off or local, a row of snowflake_portable_commit queues a deferred
+-- constraint trigger that turns it on for that commit (and at PREPARE TRANSACTION); inside a
+-- subtransaction, where a ROLLBACK TO would take that row away with it, minting refuses then.
+-- The xid and the WAL record outlive a ROLLBACK TO. So an id whose transaction committed is never
+-- issued again after a crash, or after a failover to a synchronous standby, unless the
+-- transaction itself turned synchronous_commit off (or to local) after its first id was armed
+-- under on: that commit is asynchronous, as PostgreSQL makes it for all the rest of the
+-- transaction. (An id taken by a transaction that had not committed when the server crashed can
+-- be issued again, as with nextval(); the native edition's marks cover even those.)
+--
+-- Trust. The state belongs to the role that installed the file, which must own the schema; no
+-- other role may create objects in the schema, and the install refuses, naming it, any object
+-- there that name resolution could bind instead of the file's own (an operator, a function or
+-- type named like a built-in, a function named like the file's that another role owns). The
+-- configuration (worker id, layout) lives only in the bodies of functions the owner's functions
+-- write (_snowflake_write_functions, run again by this file from _snowflake_config()), not in a
+-- table: no privilege on data reaches it. Members of pg_write_all_data can still setval() the
+-- sequences, as any sequence (and, with pg_read_all_data, lock the mover's row): they can break
+-- uniqueness anyway. Functions that run as the owner pin search_path to pg_catalog, this
+-- schema, pg_temp; the two that must not carry a SET clause (the fast path, and
+-- _snowflake_arm(), which sets transaction-local settings and runs once per transaction)
+-- qualify every name. Decoding functions have SQL-standard bodies, bound when they are created.
+--
+-- A forward jump of the clock is followed (SQL has no boot clock to tell a jump from an idle
+-- spell). The latest move that went more than 1 s ahead is recorded; once the clock is right
+-- again, the owner's snowflake_rewind(worker) returns the counter to it and reserves the ids
+-- issued since the jump, which moves skip when they reach them (as the native edition does).
+-- The deadline the jump set stays (deadlines only grow, so that no stable generation value
+-- comes back): until the clock reaches it, the counter moves up to the clock only when a time
+-- unit fills, and at low rates ids decode to as early as the rewind until then.
 
 -- Before anything else, and with nothing looked up by name on the installing session's
 -- search_path (a schema others may create in, such as public on PostgreSQL 14, could hold a
@@ -75,6 +121,16 @@ DECLARE
                   JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
                   JOIN pg_catalog.pg_database d ON d.datname = current_database()
                   WHERE n.oid = schema_oid);
+    -- The state this file keeps, and what 0.3.0 kept (migrated below).
+    state_names constant text[] := ARRAY['snowflake_portable_counter', 'snowflake_portable_generation',
+        'snowflake_portable_wal', 'snowflake_portable_jump_from', 'snowflake_portable_jump_base',
+        'snowflake_portable_reserved_from', 'snowflake_portable_reserved_to', 'snowflake_portable_mover',
+        'snowflake_portable_commit', 'snowflake_portable_config', 'snowflake_portable_ticks'];
+    planted text;
+    old_worker integer;
+    old_layout text;
+    minted bigint;
+    same_layout boolean;
 BEGIN
     IF current_setting('server_version_num')::integer < 140000 THEN
         RAISE EXCEPTION 'snowflake_portable needs PostgreSQL 14 or later, not %', current_setting('server_version')
@@ -116,41 +172,124 @@ BEGIN
     IF EXISTS (
         SELECT 1 FROM pg_catalog.pg_class c
         WHERE c.relnamespace = schema_oid
-          AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')
-          AND c.relowner <> current_user::regrole
+          AND c.relname OPERATOR(pg_catalog.=) ANY (state_names)
+          AND c.relowner OPERATOR(pg_catalog.<>) current_user::regrole
     ) THEN
         RAISE EXCEPTION 'the snowflake state in schema % belongs to another role', pg_catalog.quote_ident(schema_name)
             USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = (SELECT string_agg(format('%s is owned by %s', c.relname, c.relowner::regrole), '; ')
+                  DETAIL = (SELECT string_agg(format('%s is owned by %s', c.relname, c.relowner::regrole), '; ' ORDER BY c.relname)
                             FROM pg_catalog.pg_class c
                             WHERE c.relnamespace = schema_oid
-                              AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')),
+                              AND c.relname OPERATOR(pg_catalog.=) ANY (state_names)),
                   HINT = 'Run the file as that role, or install into a schema of your own.';
+    END IF;
+    -- Objects already in the schema that name resolution could take instead of the ones this
+    -- file means while it creates its functions (whose SQL-standard bodies are bound then), or
+    -- that the functions that run as the owner could call: any operator (the file makes none,
+    -- and an operator can be a better match than the built-in for some argument), a function or
+    -- type named like one of pg_catalog's, and a function named like the file's own that another
+    -- role owns. Whoever made them (a role that could once create here, the owner itself), the
+    -- install refuses, naming them, rather than bind or run them.
+    SELECT string_agg(what, '; ' ORDER BY what) INTO planted FROM (
+        SELECT format('operator %s', o.oid::regoperator) AS what
+        FROM pg_catalog.pg_operator o WHERE o.oprnamespace = schema_oid
+        UNION ALL
+        SELECT format('function %s (owned by %s)', p.oid::regprocedure, p.proowner::regrole)
+        FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = schema_oid
+          AND (EXISTS (SELECT 1 FROM pg_catalog.pg_proc b
+                       WHERE b.pronamespace = 'pg_catalog'::regnamespace AND b.proname OPERATOR(pg_catalog.=) p.proname)
+               OR (p.proname OPERATOR(pg_catalog.~) '^_?snowflake'
+                   AND p.proowner OPERATOR(pg_catalog.<>) current_user::regrole))
+        UNION ALL
+        SELECT format('type %s (owned by %s)', t.oid::regtype, t.typowner::regrole)
+        FROM pg_catalog.pg_type t
+        WHERE t.typnamespace = schema_oid
+          AND EXISTS (SELECT 1 FROM pg_catalog.pg_type b
+                      WHERE b.typnamespace = 'pg_catalog'::regnamespace AND b.typname OPERATOR(pg_catalog.=) t.typname)
+    ) found;
+    IF planted IS NOT NULL THEN
+        RAISE EXCEPTION 'schema % holds objects that snowflake_portable could bind or run instead of its own',
+                pg_catalog.quote_ident(schema_name)
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = planted || '.',
+                  HINT = 'Drop them (or move them to another schema) after checking who made them, then run the file again.';
+    END IF;
+    -- An install of 0.3.0 kept its configuration in a table, which members of pg_write_all_data
+    -- can change: take it over only if it agrees with what the functions 0.3.0 wrote mint and
+    -- decode (those were written by the owner's functions).
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = schema_oid AND relname = 'snowflake_portable_config')
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE pronamespace = schema_oid AND proname = '_snowflake_config') THEN
+        EXECUTE format('SELECT worker, layout FROM %I.snowflake_portable_config', schema_name) INTO old_worker, old_layout;
+        IF old_worker IS NOT NULL THEN
+            EXECUTE format('SELECT %1$I.snowflake_worker(%1$I.snowflake_nextval())', schema_name) INTO minted;
+            IF minted OPERATOR(pg_catalog.<>) old_worker THEN
+                RAISE EXCEPTION 'the snowflake configuration table of schema % says worker %, but ids are minted with worker %',
+                        pg_catalog.quote_ident(schema_name), old_worker, minted
+                    USING ERRCODE = 'data_corrupted',
+                          DETAIL = 'The table was changed outside snowflake_set_worker_id(), which rewrites the minting functions.',
+                          HINT = format('Set it back (UPDATE %I.snowflake_portable_config SET worker = %s) or find out who changed it, then run the file again.', schema_name, minted);
+            END IF;
+        END IF;
+        EXECUTE format($q$SELECT %1$I.snowflake_min_id('2031-01-01 00:00:00+00') OPERATOR(pg_catalog.=)
+                              %1$I.snowflake_compose('2031-01-01 00:00:00+00', 0, 0, %2$L)$q$, schema_name, old_layout)
+            INTO STRICT same_layout;
+        IF NOT same_layout THEN
+            RAISE EXCEPTION 'the snowflake configuration table of schema % says layout %, but the decoding functions use another',
+                    pg_catalog.quote_ident(schema_name), old_layout
+                USING ERRCODE = 'data_corrupted',
+                      DETAIL = 'The table was changed outside snowflake_set_layout(), which rewrites the functions.',
+                      HINT = 'Set the layout in the table back to the one ids were issued in, then run the file again.';
+        END IF;
+        PERFORM pg_catalog.set_config('snowflake_portable.upgrade_worker', COALESCE(old_worker::text, ''), false);
+        PERFORM pg_catalog.set_config('snowflake_portable.upgrade_layout', old_layout, false);
+    ELSE
+        PERFORM pg_catalog.set_config('snowflake_portable.upgrade_worker', '', false);
+        PERFORM pg_catalog.set_config('snowflake_portable.upgrade_layout', '', false);
     END IF;
     -- Everything below resolves names in this schema and pg_catalog only, whatever else the
     -- installing session's search_path holds (a schema others may create in, such as public on
-    -- PostgreSQL 14): the functions created here are bound to what they find now.
+    -- PostgreSQL 14): the functions created here are bound to what they find now, and the
+    -- checks above leave nothing in this schema that could stand in for a built-in.
     PERFORM pg_catalog.set_config('search_path', pg_catalog.format('%I, pg_catalog, pg_temp', schema_name), false);
 END
 $check$;
 
 -- ---------------------------------------------------------------------------------------------
--- State: the configuration and the counter.
+-- State. Only the owner holds privileges on it, except USAGE on the counter and SELECT on the
+-- generation, which every caller of the fast path needs (granted to PUBLIC: USAGE on the
+-- schema is what the owner gives or withholds).
 -- ---------------------------------------------------------------------------------------------
 
-CREATE TABLE IF NOT EXISTS snowflake_portable_config (
-    one_row boolean PRIMARY KEY DEFAULT true CHECK (one_row),
-    -- NULL until snowflake_set_worker_id(): minting is an error until then.
-    worker integer,
-    -- The layout this schema mints and decodes in; fixed once an id was issued.
-    layout text NOT NULL DEFAULT 'snowflake'
-);
-INSERT INTO snowflake_portable_config DEFAULT VALUES ON CONFLICT DO NOTHING;
-REVOKE ALL ON TABLE snowflake_portable_config FROM PUBLIC;
+-- The last id issued, in id space (see Design). 0 (never called) until the first move.
+CREATE SEQUENCE IF NOT EXISTS snowflake_portable_counter AS bigint MINVALUE 0 START WITH 0 CACHE 1 NO CYCLE;
+-- The seqlock and the deadline: 2 * deadline + 1, or its negative during a move.
+CREATE SEQUENCE IF NOT EXISTS snowflake_portable_generation AS bigint
+    MINVALUE -9223372036854775807 START WITH 1 CACHE 1 NO CYCLE;
+-- Each armed transaction writes one WAL record here (setval), so that its commit flushes WAL.
+CREATE SEQUENCE IF NOT EXISTS snowflake_portable_wal AS bigint MINVALUE 0 START WITH 0 CACHE 1 NO CYCLE;
+-- The latest move that went more than 1 s ahead: the counter before it (base) and after it
+-- (from); 0 when there is none (or it was rewound).
+CREATE SEQUENCE IF NOT EXISTS snowflake_portable_jump_from AS bigint MINVALUE 0 START WITH 0 CACHE 1 NO CYCLE;
+CREATE SEQUENCE IF NOT EXISTS snowflake_portable_jump_base AS bigint MINVALUE 0 START WITH 0 CACHE 1 NO CYCLE;
+-- The ids a rewind reserved (issued after a jump): moves skip them. 0 when there are none.
+CREATE SEQUENCE IF NOT EXISTS snowflake_portable_reserved_from AS bigint MINVALUE 0 START WITH 0 CACHE 1 NO CYCLE;
+CREATE SEQUENCE IF NOT EXISTS snowflake_portable_reserved_to AS bigint MINVALUE 0 START WITH 0 CACHE 1 NO CYCLE;
+-- One row, locked by each move (see Locking protocol).
+CREATE TABLE IF NOT EXISTS snowflake_portable_mover (one boolean PRIMARY KEY DEFAULT true CHECK (one));
+INSERT INTO snowflake_portable_mover DEFAULT VALUES ON CONFLICT DO NOTHING;
+-- A row per transaction armed under synchronous_commit off or local; its deferred trigger
+-- (created below) deletes it at commit.
+CREATE TABLE IF NOT EXISTS snowflake_portable_commit (xid xid8 PRIMARY KEY);
 
--- The last tick issued. 0 (never called) until the first id.
-CREATE SEQUENCE IF NOT EXISTS snowflake_portable_ticks AS bigint MINVALUE 0 START WITH 0 CACHE 1 NO CYCLE;
-REVOKE ALL ON SEQUENCE snowflake_portable_ticks FROM PUBLIC;
+DO $state$
+BEGIN
+    -- A generation never set reads NULL: start it expired (deadline 0), so the first id moves.
+    IF pg_catalog.pg_sequence_last_value('snowflake_portable_generation') IS NULL THEN
+        PERFORM pg_catalog.setval('snowflake_portable_generation', 1);
+    END IF;
+END
+$state$;
 
 -- ---------------------------------------------------------------------------------------------
 -- Errors. Every error a caller can cause has a SQLSTATE, a message naming the value and a hint.
@@ -493,34 +632,427 @@ $$;
 CREATE OR REPLACE FUNCTION _snowflake_schema() RETURNS regnamespace
 LANGUAGE sql STABLE PARALLEL SAFE
 BEGIN ATOMIC
-    SELECT relnamespace::regnamespace FROM pg_catalog.pg_class WHERE oid = 'snowflake_portable_config'::regclass;
+    SELECT relnamespace::regnamespace FROM pg_catalog.pg_class WHERE oid = 'snowflake_portable_counter'::regclass;
 END;
 
 -- ---------------------------------------------------------------------------------------------
+-- The counter in id space (see Design). In time | worker | sequence layouts an id's worker
+-- field sits above the sequence, which nextval() counts up by one until it overflows into the
+-- worker field; in Sonyflake's (time | sequence | worker) the counter steps by one worker field,
+-- and the sequence carries into the time. A tick is time << sequence_bits | sequence, as in the
+-- native edition (core/src/layout.rs).
+-- ---------------------------------------------------------------------------------------------
+
+-- What nextval() adds.
+CREATE OR REPLACE FUNCTION _snowflake_increment(layout text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN _snowflake_sequence_first(layout) THEN 1::bigint << _snowflake_worker_bits(layout) ELSE 1 END;
+
+CREATE OR REPLACE FUNCTION _snowflake_tick_of(id bigint, layout text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN _snowflake_sequence_first(layout)
+    THEN id >> _snowflake_worker_bits(layout)
+    ELSE ((id >> (_snowflake_worker_bits(layout) + _snowflake_seq_bits(layout))) << _snowflake_seq_bits(layout))
+         | (id & ((1::bigint << _snowflake_seq_bits(layout)) - 1))
+END;
+
+CREATE OR REPLACE FUNCTION _snowflake_id_of_tick(tick bigint, worker bigint, layout text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN _snowflake_id(layout, tick >> _snowflake_seq_bits(layout), worker,
+                     tick & ((1::bigint << _snowflake_seq_bits(layout)) - 1));
+
+-- The smallest id of `worker` at or after the counter value c.
+CREATE OR REPLACE FUNCTION _snowflake_at_or_after(c bigint, worker bigint, layout text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN _snowflake_sequence_first(layout) THEN
+        CASE WHEN (c & ((1::bigint << _snowflake_worker_bits(layout)) - 1)) <= worker
+             THEN ((c >> _snowflake_worker_bits(layout)) << _snowflake_worker_bits(layout)) | worker
+             ELSE (((c >> _snowflake_worker_bits(layout)) + 1) << _snowflake_worker_bits(layout)) | worker END
+    ELSE
+        CASE WHEN ((c >> _snowflake_seq_bits(layout)) & ((1::bigint << _snowflake_worker_bits(layout)) - 1)) = worker THEN c
+             WHEN ((c >> _snowflake_seq_bits(layout)) & ((1::bigint << _snowflake_worker_bits(layout)) - 1)) < worker
+             THEN _snowflake_id(layout, c >> (_snowflake_worker_bits(layout) + _snowflake_seq_bits(layout)), worker, 0)
+             ELSE _snowflake_id(layout, (c >> (_snowflake_worker_bits(layout) + _snowflake_seq_bits(layout))) + 1, worker, 0) END
+END;
+
+-- Whether the counter value c is an id of `worker` that the fast path may hand out: in the time
+-- unit a move put the counter in (not past the end of its sequence; in Sonyflake's layout not
+-- the first of a time unit, which only a move hands out).
+CREATE OR REPLACE FUNCTION _snowflake_in_unit(c bigint, worker bigint, layout text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN _snowflake_sequence_first(layout)
+    THEN (c & ((1::bigint << _snowflake_worker_bits(layout)) - 1)) = worker
+         AND ((c >> _snowflake_worker_bits(layout)) & ((1::bigint << _snowflake_seq_bits(layout)) - 1)) <> 0
+    ELSE ((c >> _snowflake_seq_bits(layout)) & ((1::bigint << _snowflake_worker_bits(layout)) - 1)) = worker
+END;
+
+-- The wall clock in Unix milliseconds.
+CREATE OR REPLACE FUNCTION _snowflake_now_ms() RETURNS bigint
+LANGUAGE sql VOLATILE PARALLEL SAFE
+RETURN floor(date_part('epoch', clock_timestamp()) * 1000)::bigint;
+
+-- The first id of `worker` in the time unit of the Unix millisecond ms (a clock before the
+-- epoch reads as the epoch).
+CREATE OR REPLACE FUNCTION _snowflake_unit_id(ms bigint, worker bigint, layout text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN _snowflake_id(layout, greatest(0, (ms - _snowflake_epoch_ms(layout)) / _snowflake_unit_ms(layout)), worker, 0);
+
+-- ---------------------------------------------------------------------------------------------
+-- Refusals shared by the minting functions.
+-- ---------------------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION _snowflake_unset() RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+    RAISE EXCEPTION 'the snowflake worker id is not set in schema %', _snowflake_schema()
+        USING ERRCODE = '55000',
+              DETAIL = 'snowflake_nextval() mints with the worker id set by snowflake_set_worker_id(), and none was set.',
+              HINT = 'As the owner of the schema, give this database a worker id no other writer uses: SELECT snowflake_set_worker_id(1);';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION _snowflake_refuse_read_only() RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    worker text := coalesce((SELECT c.worker FROM _snowflake_config() c)::text, 'NULL');
+BEGIN
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'cannot mint snowflake ids of worker % during recovery', worker
+            USING ERRCODE = '25006',
+                  DETAIL = 'This server is a standby (or is recovering): the primary owns the counter.',
+                  HINT = 'Mint ids on the primary. Decoding functions work on a standby; after a promotion this server mints above every id whose transaction reached it.';
+    END IF;
+    RAISE EXCEPTION 'cannot mint snowflake ids of worker % in a read-only transaction', worker
+        USING ERRCODE = '25006',
+              DETAIL = 'Minting writes the counter, a sequence.',
+              HINT = 'Mint in a read-write transaction (or on the primary).';
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Durability (see Design): _snowflake_arm(), written below, runs once per transaction.
+-- ---------------------------------------------------------------------------------------------
+
+-- Under synchronous_commit off or local: queues the commit-time trigger, at the top level only.
+CREATE OR REPLACE FUNCTION _snowflake_arm_commit() RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+AS $$
+DECLARE
+    inserted_by xid;
+BEGIN
+    INSERT INTO snowflake_portable_commit (xid) VALUES (pg_current_xact_id())
+        ON CONFLICT DO NOTHING RETURNING xmin INTO inserted_by;
+    -- The row's xmin is the xid of the (sub)transaction that inserted it.
+    IF inserted_by IS NOT NULL AND inserted_by <> xid(pg_current_xact_id()) THEN
+        RAISE EXCEPTION 'cannot mint snowflake ids inside a subtransaction while synchronous_commit is %',
+                current_setting('synchronous_commit')
+            USING ERRCODE = '55000',
+                  DETAIL = 'A ROLLBACK TO SAVEPOINT would take back the check that makes this transaction''s commit synchronous, while the ids stay issued: after a crash they could be issued again.',
+                  HINT = 'Mint the transaction''s first id before its first savepoint (or PL/pgSQL exception block), or SET LOCAL synchronous_commit = on before it.';
+    END IF;
+END
+$$;
+
+-- The deferred constraint trigger on snowflake_portable_commit: runs in the committing
+-- transaction's pre-commit (and at PREPARE TRANSACTION), after any ROLLBACK TO, before
+-- RecordTransactionCommit reads synchronous_commit.
+CREATE OR REPLACE FUNCTION _snowflake_commit_check() RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+AS $$
+BEGIN
+    IF current_setting('synchronous_commit') IN ('off', 'local') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+    DELETE FROM snowflake_portable_commit WHERE xid = NEW.xid;
+    RETURN NULL;
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Moves (see Locking protocol). Every caller holds the mover's row lock.
+-- ---------------------------------------------------------------------------------------------
+
+-- The error of a wait for the mover's lock that lock_timeout ended, naming the transaction
+-- that holds it: the one whose xid locked the row (its xmax).
+CREATE OR REPLACE FUNCTION _snowflake_lock_error(worker integer) RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    holder text := (SELECT string_agg(CASE WHEN l.pid IS NOT NULL THEN format('process %s', l.pid)
+                                           ELSE format('prepared transaction %L', p.gid) END, ', ')
+                    FROM snowflake_portable_mover m
+                    JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = m.xmax
+                                   AND l.mode = 'ExclusiveLock' AND l.granted
+                    LEFT JOIN pg_prepared_xacts p ON p.transaction = m.xmax);
+BEGIN
+    RAISE EXCEPTION 'waited % for a move of the snowflake counter of worker %', current_setting('lock_timeout'),
+            coalesce(worker::text, 'NULL')
+        USING ERRCODE = '55P03',
+              DETAIL = format('The row of snowflake_portable_mover is locked by %s. A move holds it for microseconds; a transaction that holds it longer locked it itself, which only the owner of the schema (and a role that can read and write every table) can.',
+                              coalesce(holder, 'a transaction that has ended since')),
+              HINT = 'End that transaction (or ROLLBACK PREPARED it): SELECT pid, xact_start, query FROM pg_stat_activity WHERE pid = ...; SELECT gid FROM pg_prepared_xacts.';
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Administration: the owner of the schema (or a superuser) only.
+-- ---------------------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION _snowflake_require_owner(what text) RETURNS void
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    owner name := (SELECT nspowner::regrole::name FROM pg_catalog.pg_namespace WHERE oid = _snowflake_schema());
+BEGIN
+    IF NOT pg_catalog.pg_has_role(current_user, owner, 'USAGE') THEN
+        RAISE EXCEPTION 'only the owner of schema % may %', _snowflake_schema(), what
+            USING ERRCODE = '42501',
+                  DETAIL = format('The current role, %s, is not %s (or a member of it).', current_user, owner),
+                  HINT = format('Run it as %s or as a superuser.', owner);
+    END IF;
+END
+$$;
+
+-- Gives this schema's ids their worker id. Like snowflake.worker_id in the native edition:
+-- unique among every writer whose ids can meet; no ordinary session can change it. The counter
+-- need not move: the next move (the fast path refuses values of another worker field) takes it
+-- to the new worker's first id above it.
+CREATE OR REPLACE FUNCTION snowflake_set_worker_id(worker integer) RETURNS integer
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    layout text := (SELECT c.layout FROM _snowflake_config() c);
+    max_worker bigint := (1::bigint << _snowflake_worker_bits(layout)) - 1;
+BEGIN
+    PERFORM _snowflake_require_owner('set the snowflake worker id');
+    IF worker IS NULL OR worker < 0 OR worker > max_worker THEN
+        RAISE EXCEPTION 'snowflake worker id % is out of range', coalesce(worker::text, 'NULL')
+            USING ERRCODE = '22003',
+                  DETAIL = format('Worker ids of layout %s are %s bits: 0 to %s.', layout, _snowflake_worker_bits(layout), max_worker),
+                  HINT = format('Give each database, or each writer that must not collide, its own worker id between 0 and %s.', max_worker);
+    END IF;
+    PERFORM _snowflake_write_functions(worker, layout);
+    RETURN worker;
+END
+$$;
+
+-- Chooses the layout this schema mints and decodes in, before its first id.
+CREATE OR REPLACE FUNCTION snowflake_set_layout(layout text) RETURNS text
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    chosen text := _snowflake_layout(layout);
+    current text := (SELECT c.layout FROM _snowflake_config() c);
+    worker integer := (SELECT c.worker FROM _snowflake_config() c);
+BEGIN
+    PERFORM _snowflake_require_owner('set the snowflake layout');
+    IF chosen IS NULL THEN
+        RAISE EXCEPTION 'the snowflake layout must not be NULL'
+            USING ERRCODE = '22004', HINT = 'Name a layout: snowflake, twitter, sonyflake or pgedge.';
+    END IF;
+    IF chosen = current THEN
+        RETURN chosen;
+    END IF;
+    IF pg_sequence_last_value('snowflake_portable_counter') IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot change the snowflake layout to %: ids were issued in layout %', chosen, current
+            USING ERRCODE = '55000',
+                  DETAIL = 'Ids already issued would decode wrongly, and new ones could repeat them.',
+                  HINT = 'Keep the layout, or mint the new layout in another schema (or database) with its own worker id.';
+    END IF;
+    IF _snowflake_worker_bits(chosen) + _snowflake_seq_bits(chosen) + _snowflake_time_bits(chosen) > 63 THEN
+        RAISE EXCEPTION 'cannot mint ids of layout %: its fields take 64 bits', chosen
+            USING ERRCODE = '22023',
+                  DETAIL = 'Generated ids must leave the sign bit clear.',
+                  HINT = 'Mint in snowflake, twitter, sonyflake or pgedge; any preset can be decoded with snowflake_decode(id, layout).';
+    END IF;
+    IF worker > (1::bigint << _snowflake_worker_bits(chosen)) - 1 THEN
+        RAISE EXCEPTION 'worker id % does not fit layout %', worker, chosen
+            USING ERRCODE = '22003',
+                  HINT = 'Set a worker id that fits first: SELECT snowflake_set_worker_id(...);';
+    END IF;
+    EXECUTE format('ALTER SEQUENCE snowflake_portable_counter INCREMENT BY %s', _snowflake_increment(chosen));
+    PERFORM _snowflake_write_functions(worker, chosen);
+    RETURN chosen;
+END
+$$;
+
+-- snowflake_restore_mark(above): from now on every id is above `above` (an id of this layout,
+-- e.g. the largest id of the tables the native edition filled). Never moves the counter back.
+-- Returns the smallest id this schema may issue next.
+CREATE OR REPLACE FUNCTION _snowflake_restore_mark(above bigint, armed boolean) RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET lock_timeout = '10s'
+AS $$
+DECLARE
+    cfg record;
+    -- The first id of the time unit after the one of `above`: above `above`, whatever the two
+    -- ids' workers.
+    floor_id bigint;
+    r record;
+BEGIN
+    PERFORM _snowflake_require_owner('restore the snowflake mark');
+    SELECT * INTO cfg FROM _snowflake_config();
+    IF above IS NULL THEN
+        RAISE EXCEPTION 'the mark to restore must not be NULL'
+            USING ERRCODE = '22004', HINT = 'Pass the largest id issued so far, e.g. (SELECT max(id) FROM orders).';
+    END IF;
+    IF _snowflake_time_of_id(above, cfg.layout) >= _snowflake_max_time(cfg.layout) THEN
+        RAISE EXCEPTION 'cannot mint above %: its time is the last of layout %', above, cfg.layout
+            USING ERRCODE = '22003',
+                  DETAIL = format('Ids of this layout end at %s.',
+                                  _snowflake_timestamp_of(_snowflake_max_time(cfg.layout), cfg.layout)),
+                  HINT = 'Pass the largest id issued so far; if it really is at the end of the layout, the layout is used up.';
+    END IF;
+    floor_id := _snowflake_id(cfg.layout, _snowflake_time_of_id(above, cfg.layout) + 1, coalesce(cfg.worker, 0), 0);
+    BEGIN
+        PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+        SELECT * INTO r FROM _snowflake_advance(0, floor_id);
+        RAISE SQLSTATE 'SF000';
+    EXCEPTION
+        WHEN SQLSTATE 'SF000' THEN
+            NULL;
+        WHEN lock_not_available THEN
+            PERFORM _snowflake_lock_error(cfg.worker);
+    END;
+    RETURN r.first_id;
+END
+$$;
+
+-- snowflake_rewind(worker): after a forward jump of the clock that the counter followed, and
+-- once the clock is right again, brings the counter back to the right time; the ids issued
+-- since the jump stay reserved: moves skip them when they reach them. As the native edition's,
+-- and like setval(), it takes effect at once: a rollback does not undo it (nothing it did can
+-- make an id repeat).
+CREATE OR REPLACE FUNCTION _snowflake_rewind(worker integer, armed boolean,
+                                             OUT next_id bigint, OUT reserved_from bigint, OUT reserved_to bigint)
+LANGUAGE plpgsql VOLATILE
+SET lock_timeout = '10s'
+AS $$
+DECLARE
+    cfg record;
+    w bigint;
+    jump_from bigint;
+    jump_base bigint;
+    still_from bigint;
+    still_to bigint;
+    g bigint;
+    now_ms bigint;
+    deadline bigint;
+    c bigint;
+    refusal text;
+BEGIN
+    PERFORM _snowflake_require_owner('rewind the snowflake counter');
+    SELECT * INTO cfg FROM _snowflake_config();
+    IF worker IS NULL THEN
+        RAISE EXCEPTION 'the snowflake worker id to rewind must not be NULL'
+            USING ERRCODE = '22004', HINT = 'Pass the worker id to rewind.';
+    END IF;
+    IF cfg.worker IS NULL THEN
+        PERFORM _snowflake_unset();
+    END IF;
+    IF worker <> cfg.worker THEN
+        RAISE EXCEPTION 'snowflake worker % is not the one schema % mints with, %', worker, _snowflake_schema(), cfg.worker
+            USING ERRCODE = '22023',
+                  HINT = format('Rewind worker %s: SELECT * FROM snowflake_rewind(%s);', cfg.worker, cfg.worker);
+    END IF;
+    w := cfg.worker;
+    BEGIN
+        PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+        jump_from := coalesce(pg_sequence_last_value('snowflake_portable_jump_from'), 0);
+        jump_base := coalesce(pg_sequence_last_value('snowflake_portable_jump_base'), 0);
+        still_from := coalesce(pg_sequence_last_value('snowflake_portable_reserved_from'), 0);
+        still_to := coalesce(pg_sequence_last_value('snowflake_portable_reserved_to'), 0);
+        now_ms := _snowflake_now_ms();
+        -- Above every id issued before the jump, and at the clock.
+        next_id := greatest(_snowflake_at_or_after(jump_base + 1, w, cfg.layout), _snowflake_unit_id(now_ms, w, cfg.layout));
+        IF jump_from = 0 THEN
+            refusal := 'no jump';
+        ELSIF still_to > 0 AND pg_sequence_last_value('snowflake_portable_counter') <= still_to THEN
+            refusal := 'still reserved';
+        ELSIF next_id >= jump_from THEN
+            refusal := 'clock still ahead';
+        ELSE
+            g := coalesce(pg_sequence_last_value('snowflake_portable_generation'), 1);
+            deadline := greatest(now_ms + 10, (abs(g) - 1) / 2 + 1);
+            PERFORM setval('snowflake_portable_generation', -(2 * deadline + 1));
+            c := nextval('snowflake_portable_counter');
+            IF c < jump_from THEN
+                -- The counter went back below the jump since (a crash before its WAL was
+                -- flushed): nothing issued since is left to skip.
+                refusal := 'nothing issued';
+                PERFORM setval('snowflake_portable_jump_from', 0), setval('snowflake_portable_jump_base', 0);
+            ELSE
+                reserved_from := jump_from;
+                reserved_to := c;
+                PERFORM setval('snowflake_portable_reserved_from', reserved_from),
+                        setval('snowflake_portable_reserved_to', reserved_to),
+                        setval('snowflake_portable_jump_from', 0), setval('snowflake_portable_jump_base', 0);
+                PERFORM setval('snowflake_portable_counter', next_id - _snowflake_increment(cfg.layout));
+            END IF;
+            PERFORM setval('snowflake_portable_generation', 2 * deadline + 1);
+        END IF;
+        RAISE SQLSTATE 'SF000';
+    EXCEPTION
+        WHEN SQLSTATE 'SF000' THEN
+            NULL;
+        WHEN lock_not_available THEN
+            PERFORM _snowflake_lock_error(cfg.worker);
+    END;
+    IF refusal = 'no jump' THEN
+        RAISE EXCEPTION 'snowflake worker % has followed no forward clock jump since it was last rewound', w
+            USING ERRCODE = '55000',
+                  HINT = 'snowflake_rewind undoes a forward jump of the system clock that the counter followed: the counter moved more than a second ahead at once, and the clock is right again.';
+    ELSIF refusal = 'still reserved' THEN
+        RAISE EXCEPTION 'snowflake worker % still skips the ids % to % of an earlier rewind', w, still_from, still_to
+            USING ERRCODE = '55000',
+                  DETAIL = 'A worker keeps one reserved range at a time, until its counter passes it.',
+                  HINT = 'Give the schema another worker id to go on with (snowflake_set_worker_id), or restore its mark above the jump with snowflake_restore_mark(id).';
+    ELSIF refusal = 'clock still ahead' THEN
+        RAISE EXCEPTION 'the system clock still reads at or after %, where the jump took snowflake worker %',
+                _snowflake_timestamp_of(jump_from >> (_snowflake_worker_bits(cfg.layout) + _snowflake_seq_bits(cfg.layout)), cfg.layout), w
+            USING ERRCODE = '55000',
+                  HINT = 'Set the system clock right first, then run snowflake_rewind again.';
+    ELSIF refusal = 'nothing issued' THEN
+        RAISE EXCEPTION 'snowflake worker % issued no id after the clock jump it followed: nothing to undo', w
+            USING ERRCODE = '55000',
+                  HINT = 'The counter is below the jump already; the jump is forgotten.';
+    END IF;
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------------
 -- Functions written for this schema's configuration. The layout and the worker id are written
--- into them as constants by _snowflake_write_functions(), at install and whenever the owner
--- changes the configuration:
+-- into them as constants by _snowflake_write_functions(), at install (from _snowflake_config(),
+-- the last one it wrote) and whenever the owner changes the configuration:
+-- * _snowflake_config() is the configuration, and nothing else is;
+-- * snowflake_nextval() is the fast path (see Design), its constants folded in;
 -- * the decoding functions in this schema's layout stay IMMUTABLE, are inlined and fold at
 --   planning time (WHERE id >= snowflake_min_id('2026-11-01') is an index scan); the layout
---   cannot change once an id was issued, as in the native edition;
--- * minting reads no table: one function, one advisory lock, one or two sequence calls.
+--   cannot change once an id was issued, as in the native edition.
 -- ---------------------------------------------------------------------------------------------
 
 -- Takes back every privilege on the state, and on the functions only the owner may run, that
--- a role other than the owner holds: the owner's default privileges (ALTER DEFAULT PRIVILEGES
--- ... GRANT UPDATE ON SEQUENCES TO app_rw) would otherwise let that role set the counter back.
+-- a role other than the owner holds (the owner's default privileges, ALTER DEFAULT PRIVILEGES
+-- ... GRANT UPDATE ON SEQUENCES TO app_rw, would otherwise let that role set the counter back),
+-- then grants what the fast path needs: USAGE on the counter, SELECT on the generation.
 CREATE OR REPLACE FUNCTION _snowflake_revoke_others() RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     grant_ record;
+    state_names constant text[] := ARRAY['snowflake_portable_counter', 'snowflake_portable_generation',
+        'snowflake_portable_wal', 'snowflake_portable_jump_from', 'snowflake_portable_jump_base',
+        'snowflake_portable_reserved_from', 'snowflake_portable_reserved_to', 'snowflake_portable_mover',
+        'snowflake_portable_commit'];
 BEGIN
     FOR grant_ IN
         SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind, c.oid::regclass::text AS object,
                CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee
         FROM pg_class c, aclexplode(c.relacl) a
         WHERE c.relnamespace = _snowflake_schema()
-          AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')
+          AND c.relname = ANY (state_names)
           AND a.grantee <> c.relowner
         UNION
         -- Column privileges: REVOKE ALL ON TABLE takes them too.
@@ -528,7 +1060,7 @@ BEGIN
                CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END
         FROM pg_class c JOIN pg_attribute t ON t.attrelid = c.oid, aclexplode(t.attacl) a
         WHERE c.relnamespace = _snowflake_schema()
-          AND c.relname IN ('snowflake_portable_config', 'snowflake_portable_ticks')
+          AND c.relname = ANY (state_names)
           AND a.grantee <> c.relowner
         UNION
         SELECT 'FUNCTION', p.oid::regprocedure::text,
@@ -536,123 +1068,228 @@ BEGIN
         FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
         WHERE p.pronamespace = _snowflake_schema()
           AND p.proname IN ('snowflake_set_worker_id', 'snowflake_set_layout', 'snowflake_restore_mark',
-                            '_snowflake_write_functions', '_snowflake_revoke_others')
+                            '_snowflake_restore_mark', 'snowflake_rewind', '_snowflake_rewind', '_snowflake_advance',
+                            '_snowflake_arm_commit', '_snowflake_write_functions', '_snowflake_revoke_others')
           AND a.grantee <> p.proowner
     LOOP
         EXECUTE format('REVOKE ALL ON %s %s FROM %s', grant_.kind, grant_.object, grant_.grantee);
     END LOOP;
+    GRANT USAGE ON SEQUENCE snowflake_portable_counter TO PUBLIC;
+    GRANT SELECT ON SEQUENCE snowflake_portable_generation TO PUBLIC;
 END
 $$;
 
-CREATE OR REPLACE FUNCTION _snowflake_write_functions() RETURNS void
+CREATE OR REPLACE FUNCTION _snowflake_write_functions(worker integer, layout text) RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     s text := _snowflake_schema()::text;
-    cfg record;
-    seq_bits integer;
-    -- The critical section shared by snowflake_nextval() and snowflake_nextval_batch(n):
-    -- reserves n consecutive ticks and leaves the first in `first`. See "Locking protocol".
-    reserve text;
-    -- What minting does before it takes the lock: refuse on a standby or without a worker id,
-    -- and make the transaction's commit flush the counter's WAL (see "Durability").
-    prepare text;
+    counter text := s || '.snowflake_portable_counter';
+    generation text := s || '.snowflake_portable_generation';
+    wb integer := _snowflake_worker_bits(layout);
+    sb integer := _snowflake_seq_bits(layout);
+    -- The fast path's third argument of GREATEST, which takes the counter's next value: 0 while
+    -- the value is in its time unit, at least 2^50 (above every generation value) when not.
+    overflow text;
+    -- The fast path's value once accepted (see below).
+    accepted text;
+    -- Whether every role may run pg_logical_emit_message (PostgreSQL's default): then the fast
+    -- path arms its transaction inline, the message being its WAL record; else
+    -- _snowflake_arm(), as the owner, writes a setval() of snowflake_portable_wal.
+    emit_public boolean := (SELECT p.proacl IS NULL
+                                   OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) a
+                                              WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+                            -- (text, text) for the message, and on 17 and later a flush flag
+                            -- with a default.
+                            FROM pg_proc p
+                            WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.proname = 'pg_logical_emit_message'
+                              AND p.proargtypes[2] = 'text'::regtype);
+    wal_record text := CASE WHEN emit_public
+        THEN $w$pg_catalog.pg_logical_emit_message(false, 'snowflake_portable', ''::pg_catalog.text)$w$
+        ELSE format('pg_catalog.setval(%L::pg_catalog.regclass, 1)', s || '.snowflake_portable_wal') END;
+    -- Arming inline: in a read-write transaction under synchronous_commit on (or remote_*).
+    arm_inline text := CASE WHEN emit_public THEN format($w$
+                      OR (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+                          AND pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.<>) ALL ('{off,local}'::pg_catalog.text[])
+                          AND pg_catalog.pg_current_xact_id() IS NOT NULL
+                          AND %s IS NOT NULL
+                          AND pg_catalog.set_config('snowflake_portable.armed', '1', true) IS NOT NULL)$w$, wal_record)
+        ELSE '' END;
 BEGIN
     PERFORM _snowflake_revoke_others();
-    SELECT c.worker, c.layout INTO cfg FROM snowflake_portable_config c;
-    seq_bits := _snowflake_seq_bits(cfg.layout);
-    prepare := format($f$
-        IF pg_is_in_recovery() THEN
-            RAISE EXCEPTION 'cannot mint snowflake ids of worker %% during recovery', %3$s
-                USING ERRCODE = '25006',
-                      DETAIL = 'This server is a standby (or is recovering): the primary owns the counter.',
-                      HINT = 'Mint ids on the primary. Decoding functions work on a standby; after a promotion this server mints above every id whose transaction reached it.';
-        END IF;
-        IF %2$s IS NULL THEN
-            RAISE EXCEPTION 'the snowflake worker id is not set in schema %%', %1$L
-                USING ERRCODE = '55000',
-                      DETAIL = 'snowflake_nextval() mints with the worker id set by snowflake_set_worker_id(), and none was set.',
-                      HINT = 'As the owner of the schema, give this database a worker id no other writer uses: SELECT snowflake_set_worker_id(1);';
-        END IF;
-        IF current_setting('transaction_read_only') = 'on' THEN
-            RAISE EXCEPTION 'cannot mint snowflake ids of worker %% in a read-only transaction', %3$s
-                USING ERRCODE = '25006',
-                      DETAIL = 'Minting writes the counter, a sequence.',
-                      HINT = 'Mint in a read-write transaction (or on the primary).';
-        END IF;
-        PERFORM pg_current_xact_id();
-        IF current_setting('synchronous_commit') IN ('off', 'local') THEN
-            PERFORM set_config('synchronous_commit', 'on', true);
-        END IF;$f$, s, coalesce(cfg.worker::text, 'NULL'), quote_literal(coalesce(cfg.worker::text, 'NULL')));
-    reserve := format($f$
-        BEGIN
-            -- A transaction-level lock, taken in this block's subtransaction: it goes when
-            -- the block ends by an error, whatever the error (a cancellation, one that lands
-            -- anywhere, included), so no error can leave it held; and the block always ends by
-            -- one, of our own (SF000) when all went well. nextval and setval are not
-            -- transactional: what they did stays.
-            PERFORM pg_advisory_xact_lock(lock_key);
-            -- Read under the lock, so no reading goes back relative to the counter because
-            -- of a wait. A clock before the epoch reads as the epoch.
-            clock_tick := greatest(0, (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - %3$s) / %4$s) << %5$s;
-            next_tick := nextval(%2$s::regclass);
-            first := greatest(next_tick, clock_tick);
-            IF first + n > %6$s THEN
-                RAISE EXCEPTION 'snowflake worker %% has reached the end of the id layout (%%)', %8$s, %7$L
-                    USING ERRCODE = '2200H',
-                          DETAIL = format('The system clock reads %%s; the counter is at %%s of %%s ticks.', clock_timestamp(), first, %6$s),
-                          HINT = 'Check the server''s clock; if it is right, this layout''s time range is used up.';
-            END IF;
-            IF first + n - 1 <> next_tick THEN
-                PERFORM setval(%2$s::regclass, first + n - 1);
-            END IF;
-            RAISE SQLSTATE 'SF000';
-        EXCEPTION
-            WHEN SQLSTATE 'SF000' THEN
-                NULL;
-            WHEN lock_not_available THEN
-                RAISE EXCEPTION 'waited %% for the snowflake minting lock', current_setting('lock_timeout')
-                    USING ERRCODE = '55P03',
-                          DETAIL = coalesce('It is held by the session of pid ' || (
-                              SELECT string_agg(pid::text, ', ') FROM pg_locks
-                              WHERE locktype = 'advisory' AND granted AND objsubid = 1
-                                AND classid::bigint = lock_key >> 32 AND objid::bigint = lock_key & 4294967295) || '.',
-                              'It is no longer held.'),
-                          HINT = 'A session holds the lock only while it mints one id or one batch; one that holds it longer took it itself (SELECT pg_advisory_lock(...)): end that session.';
-        END;$f$,
-        s, quote_literal(s || '.snowflake_portable_ticks'),
-        _snowflake_epoch_ms(cfg.layout), _snowflake_unit_ms(cfg.layout), seq_bits,
-        (_snowflake_max_time(cfg.layout) + 1) << seq_bits, cfg.layout, coalesce(cfg.worker::text, 'NULL'));
 
     EXECUTE format($f$
-        CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval() RETURNS bigint
+        CREATE OR REPLACE FUNCTION %1$s._snowflake_config(OUT worker integer, OUT layout text)
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        BEGIN ATOMIC
+            SELECT %2$s::integer, %3$L::text;
+        END;
+
+        -- (worker_id, is_set, preloaded) as in the native edition; preloaded is always false here.
+        CREATE OR REPLACE FUNCTION %1$s.snowflake_worker_id(OUT worker_id integer, OUT is_set boolean, OUT preloaded boolean)
+        LANGUAGE sql STABLE PARALLEL SAFE
+        BEGIN ATOMIC
+            SELECT %2$s::integer, %2$s::integer IS NOT NULL, false;
+        END;
+
+        -- Arms the transaction (see Durability): called by the fast path when arming it inline
+        -- cannot (a read-only transaction: refused; synchronous_commit off or local), and by the
+        -- other minting functions. No SET clause (that would cost about 2 microseconds a call),
+        -- so every name is qualified; runs as the owner, who may write to the commit table and
+        -- to the sequence whose setval() is the WAL record when pg_logical_emit_message is not
+        -- PUBLIC's to run.
+        CREATE OR REPLACE FUNCTION %1$s._snowflake_arm() RETURNS boolean
         LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+        AS $body$
+        BEGIN
+            IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+                PERFORM %1$s._snowflake_refuse_read_only();
+            END IF;
+            IF pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=) ANY ('{off,local}'::pg_catalog.text[]) THEN
+                PERFORM %1$s._snowflake_arm_commit();
+                PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+            END IF;
+            PERFORM pg_catalog.pg_current_xact_id(), %4$s,
+                    pg_catalog.set_config('snowflake_portable.armed', '1', true);
+            RETURN true;
+        END
+        $body$;
+    $f$, s, coalesce(worker::text, 'NULL'), layout, wal_record);
+
+
+    -- Moves (see Locking protocol), written with this configuration's constants so that the
+    -- planner folds the layout's arithmetic. Every caller of _snowflake_advance() holds the
+    -- mover's row lock.
+    EXECUTE format($f$
+        -- Moves the counter: past every value taken so far, to the clock's time unit if it lags,
+        -- to floor_id if given, past a reserved range, and issues n ids (n = 0: none, the next
+        -- id is first_id). Sets a new deadline. Returns the first and the last id issued.
+        CREATE OR REPLACE FUNCTION %1$s._snowflake_advance(n integer, floor_id bigint,
+                                                          OUT first_id bigint, OUT last_id bigint)
+        LANGUAGE plpgsql VOLATILE
         SET search_path = pg_catalog, %1$s, pg_temp
-        SET lock_timeout = '10s'
         AS $body$
         DECLARE
-            n constant integer := 1;
-            lock_key constant bigint := %8$s;
-            clock_tick bigint;
-            next_tick bigint;
-            first bigint;
+            w constant bigint := coalesce(%2$s::integer, 0);
+            g bigint := coalesce(pg_sequence_last_value('snowflake_portable_generation'), 1);
+            now_ms bigint := _snowflake_now_ms();
+            -- Deadlines only grow, whatever the clock does: no stable generation value comes back.
+            deadline bigint := greatest(now_ms + 10, (abs(g) - 1) / 2 + 1);
+            reserved_from bigint := coalesce(pg_sequence_last_value('snowflake_portable_reserved_from'), 0);
+            reserved_to bigint := coalesce(pg_sequence_last_value('snowflake_portable_reserved_to'), 0);
+            c bigint;
+            clock_id bigint;
         BEGIN
-            %4$s
-            %5$s
-            RETURN %1$s._snowflake_id(%2$L, first >> %3$s, %6$s, first & ((1::bigint << %3$s) - 1));
+            -- The marker: from here to the new stable value no session accepts a value of nextval().
+            PERFORM setval('snowflake_portable_generation', -(2 * deadline + 1));
+            c := nextval('snowflake_portable_counter');
+            first_id := _snowflake_at_or_after(c, w, %3$L);
+            clock_id := _snowflake_unit_id(now_ms, w, %3$L);
+            IF clock_id > first_id THEN
+                -- Following the clock. A step of more than a second may be a jump of the clock (or
+                -- an idle spell: SQL cannot tell), which snowflake_rewind can undo: remember it.
+                IF ((clock_id >> %4$s) - (first_id >> %4$s)) * %5$s > 1000 THEN
+                    PERFORM setval('snowflake_portable_jump_base', c), setval('snowflake_portable_jump_from', clock_id);
+                END IF;
+                first_id := clock_id;
+            END IF;
+            IF floor_id > first_id THEN
+                first_id := floor_id;
+            END IF;
+            last_id := _snowflake_id_of_tick(_snowflake_tick_of(first_id, %3$L) + greatest(n, 1) - 1, w, %3$L);
+            IF reserved_to > 0 AND last_id >= reserved_from AND first_id <= reserved_to THEN
+                first_id := _snowflake_at_or_after(reserved_to + 1, w, %3$L);
+                last_id := _snowflake_id_of_tick(_snowflake_tick_of(first_id, %3$L) + greatest(n, 1) - 1, w, %3$L);
+            END IF;
+            IF last_id >> %4$s > %6$s THEN
+                RAISE EXCEPTION 'snowflake worker %% has reached the end of the id layout (%%)', w, %3$L
+                    USING ERRCODE = '2200H',
+                          DETAIL = format('The system clock reads %%s; ids of this layout end at %%s.', clock_timestamp(),
+                                          _snowflake_timestamp_of(%6$s, %3$L)),
+                          HINT = 'Check the server''s clock; if it is right, this layout''s time range is used up.';
+            END IF;
+            PERFORM setval('snowflake_portable_counter', CASE WHEN n = 0 THEN first_id - %7$s ELSE last_id END);
+            IF reserved_to > 0 AND first_id > reserved_to THEN
+                -- Passed: moves need not look at it again.
+                PERFORM setval('snowflake_portable_reserved_from', 0), setval('snowflake_portable_reserved_to', 0);
+            END IF;
+            PERFORM setval('snowflake_portable_generation', 2 * deadline + 1);
         END
         $body$;
 
-        CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval_batch(n integer) RETURNS SETOF bigint
-        LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+        -- The slow path of snowflake_nextval(): when the fast path refused a value, take another,
+        -- or move the counter. Runs as the owner (moves need UPDATE on the sequences and on the
+        -- mover's row).
+        CREATE OR REPLACE FUNCTION %1$s._snowflake_slow() RETURNS bigint
+        LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
         SET search_path = pg_catalog, %1$s, pg_temp
         SET lock_timeout = '10s'
         AS $body$
         DECLARE
-            lock_key constant bigint := %8$s;
-            clock_tick bigint;
-            next_tick bigint;
-            first bigint;
+            before bigint;
+            c bigint;
+            after bigint;
+            now2 bigint;
+            moved bigint;
+            attempts integer := 0;
+        BEGIN
+            IF %2$s::integer IS NULL THEN
+                PERFORM _snowflake_unset();
+            END IF;
+            IF current_setting('snowflake_portable.armed', true) IS DISTINCT FROM '1' THEN
+                -- Called directly, not through snowflake_nextval().
+                PERFORM _snowflake_arm();
+            END IF;
+            LOOP
+                attempts := attempts + 1;
+                -- The fast path's test, spelled out.
+                before := pg_sequence_last_value('snowflake_portable_generation');
+                c := nextval('snowflake_portable_counter');
+                after := pg_sequence_last_value('snowflake_portable_generation');
+                now2 := (date_part('epoch', clock_timestamp()) * 1000)::bigint << 1;
+                IF before = after AND before > now2 AND _snowflake_in_unit(c, %2$s, %3$L) THEN
+                    RETURN c;
+                END IF;
+                -- A move ended between the readings and its deadline holds: take another value
+                -- (a few times; then wait in line for the lock).
+                IF after > now2 AND before <> after AND attempts < 100 THEN
+                    CONTINUE;
+                END IF;
+                -- A move is due (the deadline passed, or the counter left its time unit), under
+                -- way, or was abandoned half way (its marker stays). Wait for the lock; move,
+                -- unless someone else did while we waited.
+                moved := NULL;
+                BEGIN
+                    PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+                    IF pg_sequence_last_value('snowflake_portable_generation') = after OR attempts >= 100 THEN
+                        SELECT a.last_id INTO moved FROM _snowflake_advance(1, NULL) a;
+                    END IF;
+                    -- The block always ends by an error: its subtransaction takes the row lock
+                    -- with it, whatever error or cancellation comes first.
+                    RAISE SQLSTATE 'SF000';
+                EXCEPTION
+                    WHEN SQLSTATE 'SF000' THEN
+                        NULL;
+                    WHEN lock_not_available THEN
+                        PERFORM _snowflake_lock_error(%2$s);
+                END;
+                IF moved IS NOT NULL THEN
+                    RETURN moved;
+                END IF;
+                attempts := 0;
+            END LOOP;
+        END
+        $body$;
+
+        -- snowflake_nextval_batch(n): n consecutive ids, from one move. `armed` is there so that
+        -- the wrapper arms the transaction before this runs.
+        CREATE OR REPLACE FUNCTION %1$s._snowflake_batch(n integer, armed boolean) RETURNS SETOF bigint
+        LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+        SET search_path = pg_catalog, %1$s, pg_temp
+        SET lock_timeout = '10s'
+        AS $body$
+        DECLARE
+            r record;
         BEGIN
             IF n IS NULL OR n < 1 OR n > 1000000 THEN
                 RAISE EXCEPTION 'cannot take %% snowflake ids in one call', coalesce(n::text, 'NULL')
@@ -660,27 +1297,101 @@ BEGIN
                           DETAIL = 'n must be between 1 and 1000000.',
                           HINT = 'Take at most 1000000 ids per call; call it again for more.';
             END IF;
-            -- As the native edition with snowflake.max_ahead = 2s: a batch that would run
-            -- further than 2 s ahead of the clock can never be issued.
-            IF n > %7$s THEN
-                RAISE EXCEPTION 'cannot take %% snowflake ids of worker %% at once', n, %6$s
+            -- As the native edition with snowflake.max_ahead = 2s: a batch that would run further
+            -- than 2 s ahead of the clock can never be issued.
+            IF n > %8$s THEN
+                RAISE EXCEPTION 'cannot take %% snowflake ids of worker %% at once', n, %2$L
                     USING ERRCODE = '54000',
-                          DETAIL = 'A worker''s ids may run at most 2000 ms ahead of the clock, which holds %7$s ids in layout %2$s.',
+                          DETAIL = 'A worker''s ids may run at most 2000 ms ahead of the clock, which holds %8$s ids in layout %3$s.',
                           HINT = 'Take fewer ids per call.';
             END IF;
-            %4$s
-            %5$s
+            IF %2$s::integer IS NULL THEN
+                PERFORM _snowflake_unset();
+            END IF;
+            IF current_setting('snowflake_portable.armed', true) IS DISTINCT FROM '1' THEN
+                PERFORM _snowflake_arm();
+            END IF;
+            BEGIN
+                PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+                SELECT * INTO r FROM _snowflake_advance(n, NULL);
+                RAISE SQLSTATE 'SF000';
+            EXCEPTION
+                WHEN SQLSTATE 'SF000' THEN
+                    NULL;
+                WHEN lock_not_available THEN
+                    PERFORM _snowflake_lock_error(%2$s);
+            END;
             RETURN QUERY
-                SELECT %1$s._snowflake_id(%2$L, t >> %3$s, %6$s, t & ((1::bigint << %3$s) - 1))
-                FROM generate_series(first, first + n - 1) AS t;
+                SELECT _snowflake_id_of_tick(t, %2$s, %3$L)
+                FROM generate_series(_snowflake_tick_of(r.first_id, %3$L), _snowflake_tick_of(r.last_id, %3$L)) AS t;
         END
         $body$;
-    $f$, s, cfg.layout, seq_bits, prepare, reserve, coalesce(cfg.worker::text, 'NULL'),
-        ((2000 + _snowflake_unit_ms(cfg.layout) - 1) / _snowflake_unit_ms(cfg.layout)) << seq_bits,
-        -- The lock's key: 'snow' and the counter's oid, looked up by name when the function is
-        -- first run in a session, so that a restored dump (new oids) still agrees with
-        -- snowflake_restore_mark.
-        format('(1936617335::bigint << 32) | %L::regclass::oid::bigint', s || '.snowflake_portable_ticks'));
+    $f$, s, coalesce(worker::text, 'NULL'), layout, wb + sb, _snowflake_unit_ms(layout), _snowflake_max_time(layout),
+        _snowflake_increment(layout), ((2000 + _snowflake_unit_ms(layout) - 1) / _snowflake_unit_ms(layout)) << sb);
+
+    -- What the fast path returns once the value is accepted. In Sonyflake's layout the worker
+    -- field is the counter's lowest bits, which nextval() never changes: a value left with
+    -- another worker's field (snowflake_set_worker_id since the last move) goes to the slow
+    -- path, whose move puts the counter in this worker's field. (currval() is not an argument:
+    -- reading it twice keeps the function inlinable.)
+    accepted := CASE WHEN _snowflake_sequence_first(layout) AND worker IS NOT NULL
+        THEN format('CASE WHEN (pg_catalog.currval(%1$L::pg_catalog.regclass) OPERATOR(pg_catalog.&) %2$s) OPERATOR(pg_catalog.=) %3$s
+                          THEN pg_catalog.currval(%1$L::pg_catalog.regclass) ELSE %4$s._snowflake_slow() END',
+                    counter, (1::bigint << wb) - 1, worker, s)
+        ELSE format('pg_catalog.currval(%L::pg_catalog.regclass)', counter) END;
+    IF worker IS NULL THEN
+        EXECUTE format($f$
+            CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval() RETURNS bigint
+            LANGUAGE sql VOLATILE PARALLEL UNSAFE
+            RETURN %1$s._snowflake_unset();
+        $f$, s);
+    ELSE
+        IF _snowflake_sequence_first(layout) THEN
+            -- The first id of a time unit (sequence 0) is the move's: negative otherwise.
+            overflow := format('(%1$s OPERATOR(pg_catalog.-) (pg_catalog.nextval(%2$L::pg_catalog.regclass) OPERATOR(pg_catalog.&) %3$s)) OPERATOR(pg_catalog.<<) %4$s',
+                               1::bigint << wb, counter, ((1::bigint << sb) - 1) << wb, 55 - wb);
+        ELSE
+            -- The worker field, compared with this worker's.
+            overflow := format('((pg_catalog.nextval(%1$L::pg_catalog.regclass) OPERATOR(pg_catalog.&) %2$s) OPERATOR(pg_catalog.#) %3$s) OPERATOR(pg_catalog.<<) %4$s',
+                               counter, ((1::bigint << wb) - 1) << sb, worker::bigint << sb, 50 - sb);
+        END IF;
+        EXECUTE format($f$
+            CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval() RETURNS bigint
+            LANGUAGE sql VOLATILE PARALLEL UNSAFE
+            RETURN CASE
+                WHEN (pg_catalog.current_setting('snowflake_portable.armed', true) OPERATOR(pg_catalog.=) '1'%5$s
+                      OR %1$s._snowflake_arm())
+                 AND GREATEST(pg_catalog.pg_sequence_last_value(%2$L::pg_catalog.regclass),
+                              (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)::pg_catalog.int8
+                                  OPERATOR(pg_catalog.<<) 1,
+                              %4$s)
+                     OPERATOR(pg_catalog.=) pg_catalog.abs(pg_catalog.pg_sequence_last_value(%2$L::pg_catalog.regclass))
+                THEN %6$s
+                ELSE %1$s._snowflake_slow()
+            END;
+        $f$, s, generation, counter, overflow, arm_inline, accepted);
+    END IF;
+
+    -- The owner's calls arm their transaction too (their moves must outlive a crash), before
+    -- the implementation runs (arguments are evaluated first).
+    EXECUTE format($f$
+        CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval_batch(n integer) RETURNS SETOF bigint
+        LANGUAGE sql VOLATILE PARALLEL UNSAFE
+        BEGIN ATOMIC
+            SELECT id FROM %1$s._snowflake_batch(n, %1$s._snowflake_arm()) AS id;
+        END;
+
+        CREATE OR REPLACE FUNCTION %1$s.snowflake_restore_mark(above bigint) RETURNS bigint
+        LANGUAGE sql VOLATILE PARALLEL UNSAFE
+        RETURN %1$s._snowflake_restore_mark(above, %1$s._snowflake_arm());
+
+        CREATE OR REPLACE FUNCTION %1$s.snowflake_rewind(worker integer)
+        RETURNS TABLE (next_id bigint, reserved_from bigint, reserved_to bigint)
+        LANGUAGE sql VOLATILE PARALLEL UNSAFE
+        BEGIN ATOMIC
+            SELECT r.next_id, r.reserved_from, r.reserved_to FROM %1$s._snowflake_rewind(worker, %1$s._snowflake_arm()) AS r;
+        END;
+    $f$, s);
 
     EXECUTE format($f$
         CREATE OR REPLACE FUNCTION %1$s.snowflake_decode(id bigint)
@@ -748,165 +1459,86 @@ BEGIN
                         ELSE %1$s.snowflake_min_id(to_ts) END
             WHERE from_ts IS NOT NULL AND to_ts IS NOT NULL;
         END;
-    $f$, s, cfg.layout);
+    $f$, s, layout);
+    -- The functions just written that only the owner may run.
+    PERFORM _snowflake_revoke_others();
 END
 $$;
-REVOKE ALL ON FUNCTION _snowflake_write_functions() FROM PUBLIC;
-REVOKE ALL ON FUNCTION _snowflake_revoke_others() FROM PUBLIC;
-
--- ---------------------------------------------------------------------------------------------
--- Administration: the owner of the schema (or a superuser) only.
--- ---------------------------------------------------------------------------------------------
-
-CREATE OR REPLACE FUNCTION _snowflake_require_owner(what text) RETURNS void
-LANGUAGE plpgsql STABLE
-AS $$
-DECLARE
-    owner name := (SELECT nspowner::regrole::name FROM pg_catalog.pg_namespace WHERE oid = _snowflake_schema());
-BEGIN
-    IF NOT pg_catalog.pg_has_role(current_user, owner, 'USAGE') THEN
-        RAISE EXCEPTION 'only the owner of schema % may %', _snowflake_schema(), what
-            USING ERRCODE = '42501',
-                  DETAIL = format('The current role, %s, is not %s (or a member of it).', current_user, owner),
-                  HINT = format('Run it as %s or as a superuser.', owner);
-    END IF;
-END
-$$;
-
--- Gives this schema's ids their worker id. Like snowflake.worker_id in the native edition:
--- unique among every writer whose ids can meet; no ordinary session can change it.
-CREATE OR REPLACE FUNCTION snowflake_set_worker_id(worker integer) RETURNS integer
-LANGUAGE plpgsql VOLATILE
-AS $$
-DECLARE
-    layout text := (SELECT c.layout FROM snowflake_portable_config c);
-    max_worker bigint := (1::bigint << _snowflake_worker_bits(layout)) - 1;
-BEGIN
-    PERFORM _snowflake_require_owner('set the snowflake worker id');
-    IF worker IS NULL OR worker < 0 OR worker > max_worker THEN
-        RAISE EXCEPTION 'snowflake worker id % is out of range', coalesce(worker::text, 'NULL')
-            USING ERRCODE = '22003',
-                  DETAIL = format('Worker ids of layout %s are %s bits: 0 to %s.', layout, _snowflake_worker_bits(layout), max_worker),
-                  HINT = format('Give each database, or each writer that must not collide, its own worker id between 0 and %s.', max_worker);
-    END IF;
-    UPDATE snowflake_portable_config SET worker = snowflake_set_worker_id.worker;
-    PERFORM _snowflake_write_functions();
-    RETURN worker;
-END
-$$;
-REVOKE ALL ON FUNCTION snowflake_set_worker_id(integer) FROM PUBLIC;
-
--- Chooses the layout this schema mints and decodes in, before its first id.
-CREATE OR REPLACE FUNCTION snowflake_set_layout(layout text) RETURNS text
-LANGUAGE plpgsql VOLATILE
-AS $$
-DECLARE
-    chosen text := _snowflake_layout(layout);
-    current text := (SELECT c.layout FROM snowflake_portable_config c);
-    worker integer := (SELECT c.worker FROM snowflake_portable_config c);
-BEGIN
-    PERFORM _snowflake_require_owner('set the snowflake layout');
-    IF chosen IS NULL THEN
-        RAISE EXCEPTION 'the snowflake layout must not be NULL'
-            USING ERRCODE = '22004', HINT = 'Name a layout: snowflake, twitter, sonyflake or pgedge.';
-    END IF;
-    IF chosen = current THEN
-        RETURN chosen;
-    END IF;
-    IF (SELECT is_called FROM snowflake_portable_ticks) THEN
-        RAISE EXCEPTION 'cannot change the snowflake layout to %: ids were issued in layout %', chosen, current
-            USING ERRCODE = '55000',
-                  DETAIL = 'Ids already issued would decode wrongly, and new ones could repeat them.',
-                  HINT = 'Keep the layout, or mint the new layout in another schema (or database) with its own worker id.';
-    END IF;
-    IF _snowflake_worker_bits(chosen) + _snowflake_seq_bits(chosen) + _snowflake_time_bits(chosen) > 63 THEN
-        RAISE EXCEPTION 'cannot mint ids of layout %: its fields take 64 bits', chosen
-            USING ERRCODE = '22023',
-                  DETAIL = 'Generated ids must leave the sign bit clear.',
-                  HINT = 'Mint in snowflake, twitter, sonyflake or pgedge; any preset can be decoded with snowflake_decode(id, layout).';
-    END IF;
-    IF worker > (1::bigint << _snowflake_worker_bits(chosen)) - 1 THEN
-        RAISE EXCEPTION 'worker id % does not fit layout %', worker, chosen
-            USING ERRCODE = '22003',
-                  HINT = 'Set a worker id that fits first: SELECT snowflake_set_worker_id(...);';
-    END IF;
-    UPDATE snowflake_portable_config SET layout = chosen;
-    PERFORM _snowflake_write_functions();
-    RETURN chosen;
-END
-$$;
-REVOKE ALL ON FUNCTION snowflake_set_layout(text) FROM PUBLIC;
-
--- From now on every id is above `above` (an id of this layout, e.g. the largest id of the
--- tables the native edition filled). Never moves the counter back. Returns the smallest id
--- this schema may issue next.
-CREATE OR REPLACE FUNCTION snowflake_restore_mark(above bigint) RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-AS $$
-DECLARE
-    cfg record;
-    lock_key bigint := (1936617335::bigint << 32) | 'snowflake_portable_ticks'::regclass::oid::bigint;
-    seq_bits integer;
-    -- The first tick of the time unit after the one of `above`: every id made of it is above
-    -- `above`, whatever the two ids' workers.
-    floor_tick bigint;
-    next_tick bigint;
-BEGIN
-    PERFORM _snowflake_require_owner('restore the snowflake mark');
-    SELECT c.worker, c.layout INTO cfg FROM snowflake_portable_config c;
-    IF above IS NULL THEN
-        RAISE EXCEPTION 'the mark to restore must not be NULL'
-            USING ERRCODE = '22004', HINT = 'Pass the largest id issued so far, e.g. (SELECT max(id) FROM orders).';
-    END IF;
-    seq_bits := _snowflake_seq_bits(cfg.layout);
-    IF _snowflake_time_of_id(above, cfg.layout) >= _snowflake_max_time(cfg.layout) THEN
-        RAISE EXCEPTION 'cannot mint above %: its time is the last of layout %', above, cfg.layout
-            USING ERRCODE = '22003',
-                  DETAIL = format('Ids of this layout end at %s.',
-                                  _snowflake_timestamp_of(_snowflake_max_time(cfg.layout), cfg.layout)),
-                  HINT = 'Pass the largest id issued so far; if it really is at the end of the layout, the layout is used up.';
-    END IF;
-    floor_tick := (_snowflake_time_of_id(above, cfg.layout) + 1) << seq_bits;
-    -- A transaction-level lock: the owner's administrative call may hold it to its commit.
-    PERFORM pg_advisory_xact_lock(lock_key);
-    next_tick := nextval('snowflake_portable_ticks');
-    IF next_tick < floor_tick THEN
-        next_tick := floor_tick;
-    END IF;
-    -- Under the lock nobody else moves the counter, so the next id is exactly what we return.
-    PERFORM setval('snowflake_portable_ticks', next_tick - 1);
-    PERFORM pg_current_xact_id();
-    RETURN _snowflake_id(cfg.layout, next_tick >> seq_bits, coalesce(cfg.worker, 0), next_tick & ((1::bigint << seq_bits) - 1));
-END
-$$;
-REVOKE ALL ON FUNCTION snowflake_restore_mark(bigint) FROM PUBLIC;
-
--- (worker_id, is_set, preloaded) as in the native edition; preloaded is always false here.
-CREATE OR REPLACE FUNCTION snowflake_worker_id(OUT worker_id integer, OUT is_set boolean, OUT preloaded boolean)
-LANGUAGE sql STABLE SECURITY DEFINER
-BEGIN ATOMIC
-    SELECT c.worker, c.worker IS NOT NULL, false FROM snowflake_portable_config c;
-END;
 
 -- Pin the search_path of the functions written here that run as the owner or name this
 -- schema's objects: pg_catalog first (no object of this schema can stand in for a built-in),
 -- then this schema, then pg_temp (never searched for functions; last for tables). The
--- functions _snowflake_write_functions() writes carry the same setting.
+-- functions _snowflake_write_functions() writes qualify every name instead.
 DO $install$
 DECLARE
     f regprocedure;
+    cfg_worker integer;
+    cfg_layout text;
+    old_last bigint;
+    old_called boolean;
 BEGIN
     FOR f IN
         SELECT p.oid::regprocedure
         FROM pg_catalog.pg_proc p
         WHERE p.pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = current_schema())
           AND p.proname IN ('_snowflake_write_functions', '_snowflake_require_owner', 'snowflake_set_worker_id',
-                            '_snowflake_time_error', '_snowflake_revoke_others',
-                            'snowflake_set_layout', 'snowflake_restore_mark')
+                            '_snowflake_time_error', '_snowflake_revoke_others', 'snowflake_set_layout',
+                            '_snowflake_restore_mark', '_snowflake_rewind', '_snowflake_unset',
+                            '_snowflake_refuse_read_only', '_snowflake_lock_error',
+                            '_snowflake_arm_commit', '_snowflake_commit_check')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f, current_schema());
     END LOOP;
-    PERFORM _snowflake_write_functions();
+
+    -- The configuration: the one the functions a previous run wrote carry; else 0.3.0's table,
+    -- checked against 0.3.0's functions above; else none yet.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc
+               WHERE pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = current_schema())
+                 AND proname = '_snowflake_config') THEN
+        EXECUTE 'SELECT worker, layout FROM _snowflake_config()' INTO cfg_worker, cfg_layout;
+    ELSIF current_setting('snowflake_portable.upgrade_layout') <> '' THEN
+        cfg_worker := nullif(current_setting('snowflake_portable.upgrade_worker'), '')::integer;
+        cfg_layout := current_setting('snowflake_portable.upgrade_layout');
+    ELSE
+        cfg_layout := 'snowflake';
+    END IF;
+
+    -- 0.3.0's counter held ticks: carried into this counter as the id of its last tick. The
+    -- rename waits until no transaction that used it is left (an AccessExclusiveLock), and a
+    -- minting function of 0.3.0 still running after this commits finds the sequence gone.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_class
+               WHERE relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = current_schema())
+                 AND relname = 'snowflake_portable_ticks') THEN
+        ALTER SEQUENCE snowflake_portable_ticks RENAME TO snowflake_portable_ticks_0_3_0;
+        SELECT last_value, is_called INTO old_last, old_called FROM snowflake_portable_ticks_0_3_0;
+        IF old_called THEN
+            PERFORM setval('snowflake_portable_counter',
+                           greatest(coalesce(pg_sequence_last_value('snowflake_portable_counter'), 0),
+                                    _snowflake_id_of_tick(old_last, coalesce(cfg_worker, 0), cfg_layout)));
+        END IF;
+        DROP SEQUENCE snowflake_portable_ticks_0_3_0;
+    END IF;
+    -- 0.3.0's writer of the functions, which read its table.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc
+               WHERE oid = pg_catalog.to_regprocedure(pg_catalog.format('%I._snowflake_write_functions()', current_schema()))) THEN
+        DROP FUNCTION _snowflake_write_functions();
+    END IF;
+
+    IF (SELECT seqincrement FROM pg_catalog.pg_sequence WHERE seqrelid = 'snowflake_portable_counter'::regclass)
+       <> _snowflake_increment(cfg_layout) THEN
+        EXECUTE format('ALTER SEQUENCE snowflake_portable_counter INCREMENT BY %s', _snowflake_increment(cfg_layout));
+    END IF;
+    PERFORM _snowflake_write_functions(cfg_worker, cfg_layout);
+
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
+                   WHERE tgrelid = 'snowflake_portable_commit'::regclass AND tgname = 'snowflake_portable_commit') THEN
+        CREATE CONSTRAINT TRIGGER snowflake_portable_commit AFTER INSERT ON snowflake_portable_commit
+            DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION _snowflake_commit_check();
+    END IF;
+    -- 0.3.0's configuration table, now in _snowflake_config().
+    IF pg_catalog.to_regclass(pg_catalog.format('%I.snowflake_portable_config', current_schema())) IS NOT NULL THEN
+        DROP TABLE snowflake_portable_config;
+    END IF;
 END
 $install$;
 
