@@ -76,13 +76,14 @@ step "core unit tests (release)" cargo test -q -p snowflake_core --release
 
 # The #[pg_test]s (and the unit tests of the extension crate) of a major, through cargo pgrx
 # test, which also installs that major's build. Its test server cannot run as root: it runs as
-# postgres in a directory postgres owns. The filter leaves the integration tests to it_tests.
+# postgres in a directory postgres owns. `--lib` (passed on to cargo test) builds and runs the
+# crate's own tests only: each integration test is built once, by it_tests, where it runs.
 pg_tests() {
   local major=$1
   local pgdata=/tmp/snowflake_ext-pgrx-test-$major
   rm -rf "$pgdata"
   install -d -o postgres -g postgres "$pgdata"
-  PG_MAJOR=$major cargo pgrx test "pg$major" --runas postgres --pgdata "$pgdata/data" tests::
+  PG_MAJOR=$major cargo pgrx test "pg$major" --runas postgres --pgdata "$pgdata/data" -- --lib
 }
 
 # Integration tests against servers of a major (built with the features cargo pgrx test used,
