@@ -8,6 +8,8 @@ use super::*;
 /// arm it: not in pgrx's bindings. A background worker's SPI calls are not bounded by the
 /// `statement_timeout` setting (only a client's statements arm it), so the check arms it itself.
 const STATEMENT_TIMEOUT: c_int = 3;
+// SAFETY: the signatures of timeout.c's functions, unchanged from 14 to 18; the check calls them
+// only in its own process, after InitializeTimeouts (background worker start-up).
 unsafe extern "C-unwind" {
     fn enable_timeout_after(id: c_int, delay_ms: c_int);
     fn disable_timeout(id: c_int, keep_indicator: bool);
@@ -36,6 +38,8 @@ pub extern "C-unwind" fn snowflake_citus_check_main(_arg: pg_sys::Datum) {
 }
 
 #[pg_guard]
+// SAFETY: an on_shmem_exit callback, called once by PostgreSQL as the process exits, while
+// shared memory is still attached; it stores into one atomic.
 unsafe extern "C-unwind" fn forget_latch(_code: c_int, _arg: pg_sys::Datum) {
     if let Some(shared) = shmem::try_shared() {
         shared.citus.latch.store(0, Release);
