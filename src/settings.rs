@@ -295,18 +295,20 @@ unsafe extern "C-unwind" fn assign_worker_id(
     let worker = parse_worker_id(&text, max_worker()).unwrap_or(UNSET);
     let before = WORKER_SETTING.swap(worker, Relaxed);
     combine();
-    // On Citus, a hand-set worker id that changes by reload is compared with the other nodes'
-    // again before any session mints with either: revoked here, in the postmaster, before it
-    // signals the reload to anyone, a session still in a statement under the old worker id
-    // stops too (another node may take that id up at once).
+    // The postmaster hears of a reload first: what must happen before anyone else does
+    // (WORKER_ID_CHANGED) happens here.
     // SAFETY: reads of a flag PostgreSQL sets once per process.
     let postmaster = unsafe { !pg_sys::IsUnderPostmaster };
-    if postmaster && before != worker && crate::shared::citus::PRELOADED.load(Relaxed) {
-        if let Some(shared) = crate::shared::shmem::try_shared() {
-            shared.citus.revoke_quietly();
+    if postmaster && before != worker {
+        if let Some(changed) = WORKER_ID_CHANGED.get() {
+            changed();
         }
     }
 }
+
+/// Called in the postmaster when a reload changes `snowflake.worker_id` (set at load time by the
+/// Citus check, which revokes its comparison): settings know nothing of shared memory.
+pub static WORKER_ID_CHANGED: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
 
 // SAFETY: called only by PostgreSQL's GUC machinery as an assign hook, with the value it checked; it
 // dereferences nothing else.

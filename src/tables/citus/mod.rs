@@ -102,6 +102,14 @@ pub fn register() {
         pg_sys::CacheRegisterRelcacheCallback(Some(on_relcache), pg_sys::Datum::from(0));
         pg_sys::RegisterXactCallback(Some(on_transaction), std::ptr::null_mut());
     }
+    // A hand-set worker id changed by reload is compared again before any session mints with
+    // either value: revoked in the postmaster before it signals the reload to anyone, so a
+    // session still in a statement under the old worker id stops too.
+    let _ = crate::settings::WORKER_ID_CHANGED.set(|| {
+        if let Some(shared) = shmem::try_shared() {
+            shared.citus.revoke_quietly();
+        }
+    });
     crate::bgworker::register(NAME, "snowflake_citus_check_main", true);
 }
 
@@ -110,6 +118,8 @@ pub fn register() {
 /// has seen the marks database's `pg_dist_node`, of any relation of that database
 /// (`CREATE EXTENSION citus` makes it, and a node being added fills it).
 /// Runs in the middle of cache processing: no error, no allocation, no catalog access.
+// SAFETY: registered with CacheRegisterRelcacheCallback and called only by PostgreSQL with a
+// relation OID; it reads atomics and this backend's database id, nothing it could invalidate.
 unsafe extern "C-unwind" fn on_relcache(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
     let Some(shared) = shmem::try_shared() else {
         return;
@@ -131,6 +141,8 @@ unsafe extern "C-unwind" fn on_relcache(_arg: pg_sys::Datum, relid: pg_sys::Oid)
 
 /// The end of a transaction that changed the membership: revoked again once its change is
 /// visible (a commit), or recorded until it is resolved (a prepare).
+// SAFETY: registered with RegisterXactCallback and called only by PostgreSQL with an event;
+// it touches atomics in shared memory and this backend's own transaction state.
 unsafe extern "C-unwind" fn on_transaction(event: pg_sys::XactEvent::Type, _arg: *mut c_void) {
     use pg_sys::XactEvent::*;
     let Some(shared) = shmem::try_shared() else {
