@@ -470,9 +470,19 @@ fn under_random_faults_no_id_repeats_and_no_worker_id_is_minted_by_two_servers_a
                     let claimed = claim
                         .ok()
                         .map(|r| (r.get::<_, String>(0), r.get::<_, Option<i64>>(1)));
-                    // Waits out the lock-delay as a claimer would, then confirms: the holder
-                    // renewed meanwhile, so it fails.
-                    std::thread::sleep(Duration::from_secs(12));
+                    // Confirms once the holder has renewed over the forged claim (which clears
+                    // it), as a claimer would after its lock-delay: the confirmation fails. A
+                    // holder cut off by another fault may not renew: then it confirms after
+                    // the lock-delay anyway.
+                    let mut r = registry.connect();
+                    let cleared = Instant::now() + Duration::from_secs(12);
+                    while Instant::now() < cleared
+                        && !r.scalar::<bool>(&format!(
+                            "SELECT pending_key IS NULL FROM snowflake_registry.leases WHERE worker = {w}"
+                        ))
+                    {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
                     let confirmed = claimed.as_ref().and_then(|(_, token)| *token).and_then(|token| {
                         fleet
                             .query_one(
