@@ -63,9 +63,7 @@ impl CitusShared {
     /// Nothing may be minted under the comparison made so far: a new one is needed. Wakes the
     /// check. Safe anywhere (a signal-free atomic and a latch), even in a cache callback.
     pub fn revoke(&self) {
-        let _ = self.state.fetch_update(AcqRel, Acquire, |s| {
-            Some((((s >> 32) + 1) << 32) | u64::from(NONE))
-        });
+        self.revoke_quietly();
         self.wake();
     }
 
