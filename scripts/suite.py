@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""The whole test suite as a schedule of jobs (scripts/test.sh runs it, after installing what it
+needs).
+
+Why a schedule: most of the suite's time is spent waiting (on servers that start, crash, fail
+over, catch up, on clocks that step), and most of the rest compiling; run one after the other they
+took an hour on two cores. Here the compiles run one at a time (`cargo` jobs: each already uses
+both cores) while up to SNOWFLAKE_TEST_JOBS (default 3) test binaries run beside them (`run`
+jobs), each as soon as what it needs is built and installed. Each job's output goes to
+target/suite/NAME.log; a failing job's log is printed, the jobs still running are stopped, and
+the suite fails.
+
+What runs where, and why (the coverage is the one scripts/test.sh always had):
+  * formatting, clippy, the documentation's intra-doc links, the pure core's unit tests;
+  * on 15 and 18 (FULL): the #[pg_test]s (`cargo pgrx test`, which installs the debug build with
+    the test functions) and every integration test against that build;
+  * on 14, 16 and 17 (PARTIAL): the release build that `scripts/package` puts in the Debian
+    package, installed, and the integration tests that differ by major (generation,
+    durability, interop, portable) against it: what users install is tested on every major;
+  * Citus 14 clusters on 16, 17 and 18; real clients on 15; lease handovers and the nemesis on
+    18; upgrades (extension, pg_upgrade 15 to 18 and 14 to 18); the packages; a benchmark smoke
+    run.
+The integration tests are built once: they talk to servers over SQL and take the major from
+PG_MAJOR at run time, so one build serves every major.
+
+Jobs that change a major's installed files never run beside tests of that major: the
+dependencies below order them (each major is installed once, before its tests; the benchmark
+and the package test, which install the release build and the .deb over 15's, come after every
+test of 15).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / "target" / "suite"
+
+FULL = ["15", "18"]
+PARTIAL = ["14", "16", "17"]
+# The integration tests (tests/*.rs), by where they run.
+EVERY_MAJOR = ["generation", "durability", "interop", "portable"]
+FULL_ONLY = ["errors", "adopt", "privilege", "trust", "leases", "failover", "faults", "ha", "multinode"]
+# Citus 14 supports 16 to 18.
+CITUS_MAJORS = ["16", "17", "18"]
+# The nemesis and the lease handovers step the clocks of background workers: before 16 the
+# postmaster starts them from a signal handler, where libfaketime does not reach. On 18.
+ON_18 = ["handover", "nemesis"]
+# Real clients against both editions, on the default major: they test the clients' side.
+ON_15 = ["clients"]
+# Upgrades need 14, 15 and 18; the packages test installs the .deb over 15's files.
+LAST = ["upgrade", "packages"]
+ALL_TESTS = EVERY_MAJOR + FULL_ONLY + ["citus"] + ON_18 + ON_15 + LAST
+
+# Seconds each took in a quiet serial run: longest first, so that the last to finish is short.
+EXPECTED = {"faults": 110, "leases": 95, "ha": 75, "multinode": 65, "portable": 55, "failover": 35,
+            "trust": 25, "durability": 21, "privilege": 16, "interop": 12, "generation": 11,
+            "errors": 6, "adopt": 5, "citus": 145, "handover": 118, "nemesis": 118, "clients": 22,
+            "upgrade": 21, "packages": 7, "bench": 260}
+
+
+class Job:
+    def __init__(self, name, label, kind, cmd, deps=(), env=None):
+        self.name, self.label, self.kind, self.cmd = name, label, kind, cmd
+        self.deps, self.env = list(deps), env or {}
+        self.proc = self.started = self.took = None
+        self.done = False
+
+
+def cargo_env():
+    env = dict(os.environ)
+    env["PATH"] = f"{Path.home()}/.cargo/bin:{env.get('PATH', '')}"
+    # A clean build compiles every crate once per feature set: incremental data would only be
+    # written, never read.
+    env.setdefault("CARGO_INCREMENTAL", "0")
+    return env
+
+
+def tests_of(major, names):
+    return [f"it-{major}-{n}" for n in names]
+
+
+def jobs():
+    j = []
+    add = lambda *a, **k: j.append(Job(*a, **k))
+    cargo_test = "cargo test -q --no-default-features --features 'pg15 pg_test'"
+
+    # Compiles, in the order the tests need them.
+    add("fmt", "cargo fmt --check", "cargo", "cargo fmt --all --check")
+    for major in FULL:
+        # The #[pg_test]s of a major, through cargo pgrx test, which also installs that major's
+        # debug build (with the test functions). Its test server cannot run as root: it runs as
+        # postgres in a directory postgres owns. `--lib` builds and runs the crate's own tests only.
+        pgdata = f"/tmp/snowflake_ext-pgrx-test-{major}"
+        add(f"pgtest-{major}", f"PostgreSQL {major}: #[pg_test]s (and its debug build installed)", "cargo",
+            f"rm -rf {pgdata} && install -d -o postgres -g postgres {pgdata} && "
+            f"PG_MAJOR={major} cargo pgrx test pg{major} --runas postgres --pgdata {pgdata}/data -- --lib")
+        if major == FULL[0]:
+            # Every integration test binary, built once, with the features cargo pgrx test used
+            # (nothing of the extension is compiled again).
+            targets = " ".join(f"--test {t}" for t in ALL_TESTS)
+            add("itbuild", "the integration tests, built once for every major", "cargo",
+                f"cargo test --no-run --message-format=json --no-default-features --features 'pg{major} pg_test' "
+                f"{targets} > {LOGS}/itbuild.json", deps=[f"pgtest-{major}"])
+    for major in PARTIAL + FULL:
+        # The release build, packaged (scripts/package) and, on 14, 16 and 17, installed.
+        install = f" && scripts/pg-major install-extension {major}" if major in PARTIAL else ""
+        add(f"release-{major}", f"PostgreSQL {major}: release build and Debian package"
+            + (", installed" if install else ""), "cargo", f"scripts/package {major}{install}")
+        if major == PARTIAL[-1]:
+            add("clippy", "cargo clippy", "cargo",
+                "cargo clippy --workspace --all-targets --features pg_test -- -D warnings")
+            # The code map in src/lib.rs names every file by an intra-doc link: a moved file breaks it.
+            add("doc", "cargo doc: no broken intra-doc link (the code map)", "cargo",
+                "RUSTDOCFLAGS='-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links' "
+                "cargo doc -q --workspace --no-deps --document-private-items")
+            add("core", "the pure core's unit tests, debug and release", "cargo",
+                "cargo test -q -p snowflake_core && cargo test -q -p snowflake_core --release")
+    add("links", "documentation links (scripts/check-links)", "run", "scripts/check-links")
+
+    # Test binaries against servers.
+    def it(major, name, deps):
+        add(f"it-{major}-{name}", f"PostgreSQL {major}: tests/{name}.rs", "run", ("exe", name),
+            deps=["itbuild"] + deps, env={"PG_MAJOR": major})
+
+    for major in FULL:
+        for name in EVERY_MAJOR + FULL_ONLY:
+            it(major, name, [f"pgtest-{major}"])
+    for major in PARTIAL:
+        for name in EVERY_MAJOR:
+            it(major, name, [f"release-{major}"])
+    for major in CITUS_MAJORS:
+        it(major, "citus", [f"pgtest-{major}" if major in FULL else f"release-{major}"])
+    for name in ON_18:
+        it("18", name, ["pgtest-18"])
+    for name in ON_15:
+        it("15", name, ["pgtest-15"])
+    it("15", "upgrade", ["pgtest-15", "pgtest-18", "release-14"])
+    uses_15 = tests_of("15", EVERY_MAJOR + FULL_ONLY + ON_15 + ["upgrade"])
+    # The benchmarks in their short mode, so that they keep working (figures not checked). It
+    # installs the release build over 15's test build: after every test of 15.
+    add("bench", "benchmark smoke run (bench/run --short)", "run",
+        "bench/run --short",
+        deps=uses_15 + ["release-15"])
+    # Installs the .deb for 15 with apt-get, then removes it.
+    it("15", "packages", ["bench"] + [f"release-{m}" for m in PARTIAL + FULL])
+    return j
+
+
+def main():
+    LOGS.mkdir(parents=True, exist_ok=True)
+    for old in LOGS.glob("*.log"):
+        old.unlink()
+    all_jobs = jobs()
+    by_name = {job.name: job for job in all_jobs}
+    # A test file in no job would never run.
+    missing = [p.stem for p in sorted((ROOT / "tests").glob("*.rs"))
+               if p.stem not in ALL_TESTS]
+    if missing:
+        sys.exit(f"scripts/suite.py: tests/{missing[0]}.rs is in no list of tests to run")
+    for job in all_jobs:
+        for dep in job.deps:
+            assert dep in by_name, f"{job.name} needs {dep}, which is no job"
+    slots = int(os.environ.get("SNOWFLAKE_TEST_JOBS", "3"))
+    env = cargo_env()
+    exes = {}
+    t0 = time.monotonic()
+    running = {}
+    # The compiles in the order written; then the tests of 15 (the benchmark and the package
+    # test wait for all of them), then the others, each group longest first.
+    order = sorted(all_jobs, key=lambda job: (job.kind != "cargo", job.env.get("PG_MAJOR") != "15",
+                                              -EXPECTED.get(job.name.split("-")[-1], 30)))
+
+    def stamp():
+        return f"[{int(time.monotonic() - t0):5d}s]"
+
+    def start(job):
+        cmd = job.cmd
+        if isinstance(cmd, tuple):
+            if not exes:
+                for line in (LOGS / "itbuild.json").read_text().splitlines():
+                    msg = json.loads(line)
+                    if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
+                            and "test" in msg["target"]["kind"]:
+                        exes[msg["target"]["name"]] = msg["executable"]
+            cmd = f"exec {exes[cmd[1]]}"
+        log = open(LOGS / f"{job.name}.log", "w")
+        job.started = time.monotonic()
+        # Its own process group, so that a failure elsewhere stops all of it.
+        job.proc = subprocess.Popen(["bash", "-c", f"set -euo pipefail; {cmd}"], cwd=ROOT,
+                                    env={**env, **job.env}, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        running[job.proc.pid] = job
+        print(f"{stamp()} start {job.label}", flush=True)
+
+    def stop_all():
+        for job in running.values():
+            try:
+                os.killpg(job.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    while not all(job.done for job in all_jobs):
+        busy_cargo = any(job.kind == "cargo" for job in running.values())
+        busy_runs = sum(job.kind == "run" for job in running.values())
+        for job in order:
+            if job.done or job.proc or not all(by_name[d].done for d in job.deps):
+                continue
+            if job.kind == "cargo" and not busy_cargo:
+                start(job)
+                busy_cargo = True
+            elif job.kind == "run" and busy_runs < slots:
+                start(job)
+                busy_runs += 1
+        if not running:
+            sys.exit("scripts/suite.py: nothing can run (a dependency cycle)")
+        pid, status = os.wait()
+        job = running.pop(pid, None)
+        if job is None:
+            continue
+        job.proc.returncode = os.waitstatus_to_exitcode(status)
+        job.took = time.monotonic() - job.started
+        log = LOGS / f"{job.name}.log"
+        if job.proc.returncode != 0:
+            stop_all()
+            print(f"{stamp()} FAILED {job.label} (exit {job.proc.returncode}, {job.took:.0f} s); its log, {log}:")
+            sys.stdout.write(log.read_text(errors="replace"))
+            sys.exit(1)
+        job.done = True
+        results = [line.split(";")[0] for line in log.read_text(errors="replace").splitlines()
+                   if line.startswith("test result:")]
+        counted = f" ({results[-1].removeprefix('test result: ')})" if results else ""
+        print(f"{stamp()} ok    {job.label}{counted} in {job.took:.0f} s", flush=True)
+
+    print("\n==> summary (jobs, in the order they started)")
+    for job in sorted(all_jobs, key=lambda job: job.started):
+        print(f"  {job.label:<76} ok {job.took:5.0f}s  at {job.started - t0:5.0f}s")
+    print(f"==> all tests passed in {time.monotonic() - t0:.0f} s "
+          f"({slots} test jobs beside one compile at a time)")
+
+
+if __name__ == "__main__":
+    main()
