@@ -551,32 +551,60 @@ fn a_lease_ttl_raised_by_reload_reaches_the_registry_at_the_next_renewal_without
 #[test]
 fn a_standby_promoted_with_a_short_ttl_supersedes_its_primary_only_once_the_primarys_own_lease_ended(
 ) {
-    let registry = registry("handover-standby-registry");
-    registry
-        .connect()
-        .batch_execute("SELECT snowflake_registry.set_limits(interval '20 s')")
-        .unwrap();
+    let registry = a_registry_whose_leases_may_last_20_s();
     let primary = leasing_server(
         "handover-standby-primary",
         &registry,
         &["snowflake.lease_ttl=20s"],
     );
     let worker = leased(&primary);
+    let standby = its_standby_with_a_5_s_ttl_caught_up(&primary);
+    the_standby_promoted_beside_its_healthy_primary_leases_a_worker_id_of_its_own(&standby, worker);
+    let on_primary = Minter::start(primary.conninfo("postgres"), 100);
+    let on_standby = Minter::start(standby.conninfo("postgres"), 100);
+    let mut r = registry.connect();
+    the_primary_renewing_its_lease_is_not_superseded(&mut r, worker);
+    the_primary_dead_is_superseded_only_once_its_own_lease_ended(&primary, &mut r);
+    let a = on_primary.finish();
+    let b = on_standby.finish();
+    assert_one_holder_at_a_time(&[("primary", &a), ("promoted standby", &b)], SLACK);
+}
+
+/// A registry whose lock-delay, the longest lease a server may take, is 20 s.
+fn a_registry_whose_leases_may_last_20_s() -> Cluster {
+    let registry = registry("handover-standby-registry");
+    registry
+        .connect()
+        .batch_execute("SELECT snowflake_registry.set_limits(interval '20 s')")
+        .unwrap();
+    registry
+}
+
+/// A standby of `primary` that would lease for 5 s, started and caught up.
+fn its_standby_with_a_5_s_ttl_caught_up(primary: &Cluster) -> Cluster {
     let standby = Cluster::standby_of(
-        &primary,
+        primary,
         "handover-standby-standby",
         &["snowflake.lease_ttl=5s"],
     );
     standby.start();
-    standby.wait_caught_up(&primary);
-    // Promoted while its primary is healthy (an operator's mistake): it leases a worker id of
-    // its own, and the primary, renewing, is not superseded.
+    standby.wait_caught_up(primary);
+    standby
+}
+
+/// Promoted while its primary (holding `worker`) is healthy (an operator's mistake), the
+/// standby leases a worker id of its own.
+fn the_standby_promoted_beside_its_healthy_primary_leases_a_worker_id_of_its_own(
+    standby: &Cluster,
+    worker: i32,
+) {
     standby.promote();
-    let promoted_worker = leased(&standby);
+    let promoted_worker = leased(standby);
     assert_ne!(promoted_worker, worker);
-    let on_primary = Minter::start(primary.conninfo("postgres"), 100);
-    let on_standby = Minter::start(standby.conninfo("postgres"), 100);
-    let mut r = registry.connect();
+}
+
+/// The primary, renewing its lease on `worker` three times, is not superseded.
+fn the_primary_renewing_its_lease_is_not_superseded(r: &mut postgres::Client, worker: i32) {
     let renewals: i64 = r
         .query_one(
             "SELECT fence FROM snowflake_registry.leases WHERE worker = $1",
@@ -595,7 +623,14 @@ fn a_standby_promoted_with_a_short_ttl_supersedes_its_primary_only_once_the_prim
     });
     let superseded: i64 = r.scalar("SELECT count(*) FROM snowflake_registry.superseded");
     assert_eq!(superseded, 0, "a healthy primary was superseded");
-    // The primary dies: superseded once its own lease (20 s) has ended, not before.
+}
+
+/// The primary dies: the registry (through `r`) records it superseded once its own lease
+/// (20 s) has ended, not before.
+fn the_primary_dead_is_superseded_only_once_its_own_lease_ended(
+    primary: &Cluster,
+    r: &mut postgres::Client,
+) {
     primary.kill_postmaster();
     wait_until("the primary superseded", PATIENCE, || {
         r.scalar("SELECT count(*) > 0 FROM snowflake_registry.superseded")
@@ -605,9 +640,6 @@ fn a_standby_promoted_with_a_short_ttl_supersedes_its_primary_only_once_the_prim
                JOIN snowflake_registry.leases l ON l.worker = s.worker",
     );
     assert!(ended_first, "superseded before its lease ended");
-    let a = on_primary.finish();
-    let b = on_standby.finish();
-    assert_one_holder_at_a_time(&[("primary", &a), ("promoted standby", &b)], SLACK);
 }
 
 /// A copy of a server started beside it with the same identity (as a VM snapshot booted
