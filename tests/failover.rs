@@ -409,8 +409,36 @@ fn persisted_mark(c: &mut postgres::Client) -> i64 {
 
 #[test]
 fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_until_it_returns() {
-    const SESSIONS: usize = 4;
-    const ROWS: usize = 100;
+    let (primary, mut c, standby) = a_primary_of_worker_5_with_a_synchronous_standby_on_faketime();
+    let writer_waits = mark_writer_waits_for_the_standby(&mut c);
+    let load = an_insert_load_and_a_probe_on(&primary);
+    every_session_commits_and_the_marks_are_raised_with_the_standby_up(&load, &mut c);
+    let held = the_standby_stopped_holds_every_commit_the_mark_writer_and_the_probe(
+        &standby,
+        &mut c,
+        &writer_waits,
+        &load,
+    );
+    the_standby_back_the_load_goes_on(&standby, &mut c, &load, &held);
+    let all = every_committed_row_is_in_t_and_no_id_repeats(load, &mut c);
+    the_standby_promoted_an_hour_back_after_the_primary_died_waiting_for_it_mints_above_all(
+        &primary,
+        &standby,
+        &mut c,
+        &writer_waits,
+        all,
+    );
+}
+
+/// The sessions of the insert load of the synchronous-standby test.
+const SESSIONS: usize = 4;
+/// How many rows each session commits before a wait for the load to go on is over.
+const ROWS: usize = 100;
+
+/// A primary with worker 5 and a table `t` whose ids the column's default mints, and a
+/// synchronous standby on `faketime`; with a session to the primary.
+fn a_primary_of_worker_5_with_a_synchronous_standby_on_faketime(
+) -> (Cluster, postgres::Client, Cluster) {
     let primary = started("syncstop-primary", &["snowflake.worker_id=5"]);
     let mut c = primary.connect();
     c.batch_execute(
@@ -424,14 +452,42 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
         .unwrap();
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
     wait_for_synchronous_standby(&mut c);
+    (primary, c, standby)
+}
+
+/// The condition on pg_stat_activity that matches the mark writer of the server `c` is
+/// connected to waiting for the synchronous standby.
+fn mark_writer_waits_for_the_standby(c: &mut postgres::Client) -> String {
     let writer: i32 = c.scalar(
         "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
     );
-    let writer_waits = format!("pid = {writer} AND wait_event = 'SyncRep'");
+    format!("pid = {writer} AND wait_event = 'SyncRep'")
+}
 
-    // Sessions insert rows whose ids the column's default mints, each row in a transaction of
-    // its own, and one more session mints ids alone, all without pause. (Threads of their
-    // own, not scoped: a failed wait below must not wait for a session stuck in a commit.)
+/// Sessions inserting rows into `t` and a probe minting ids alone, all without pause.
+struct Load {
+    stop: Arc<AtomicBool>,
+    /// The rows each session has committed so far.
+    committed: Arc<Vec<AtomicUsize>>,
+    /// Each session's thread; it returns the ids of the rows it committed.
+    loaders: Vec<std::thread::JoinHandle<Vec<i64>>>,
+    prober: std::thread::JoinHandle<(Vec<i64>, usize)>,
+}
+
+impl Load {
+    /// Whether every session has committed `ROWS` rows past `n` (its count at some moment).
+    fn all_past(&self, n: &[usize]) -> bool {
+        self.committed
+            .iter()
+            .zip(n)
+            .all(|(done, &n)| done.load(SeqCst) >= n + ROWS)
+    }
+}
+
+/// Sessions insert rows whose ids the column's default mints, each row in a transaction of its
+/// own, and one more session mints ids alone, all without pause. (Threads of their own, not
+/// scoped: a failed wait later must not wait for a session stuck in a commit.)
+fn an_insert_load_and_a_probe_on(primary: &Cluster) -> Load {
     let stop = Arc::new(AtomicBool::new(false));
     let committed: Arc<Vec<AtomicUsize>> =
         Arc::new((0..SESSIONS).map(|_| AtomicUsize::new(0)).collect());
@@ -457,26 +513,40 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
         })
         .collect();
     let prober = probe(primary.conninfo("postgres"), stop.clone());
-    let all_past = |n: &[usize]| {
-        committed
-            .iter()
-            .zip(n)
-            .all(|(done, &n)| done.load(SeqCst) >= n + ROWS)
-    };
+    Load {
+        stop,
+        committed,
+        loaders,
+        prober,
+    }
+}
+
+/// Every session commits rows, and while the standby answers, the mark writer raises the
+/// marks again and again: the persisted mark moves two seconds past the first one seen.
+fn every_session_commits_and_the_marks_are_raised_with_the_standby_up(
+    load: &Load,
+    c: &mut postgres::Client,
+) {
     wait_until("every session to commit rows", PATIENCE, || {
-        all_past(&[0; SESSIONS])
+        load.all_past(&[0; SESSIONS])
     });
-    // While the standby answers, the mark writer raises the marks again and again: the
-    // persisted mark moves two seconds past the first one seen.
-    let first_mark = persisted_mark(&mut c);
+    let first_mark = persisted_mark(c);
     wait_until(
         "the marks to be raised with the synchronous standby up",
         PATIENCE,
-        || persisted_mark(&mut c) > first_mark + (2000 << 22),
+        || persisted_mark(c) > first_mark + (2000 << 22),
     );
+}
 
-    // The standby stops in the middle of the load: every insert's commit waits for it, the
-    // mark writer's next commit too, and so does the minting that needs a new mark.
+/// The standby stops in the middle of the load: every insert's commit waits for it, the mark
+/// writer's next commit too, and so does the minting that needs a new mark. Returns the rows
+/// each session had committed by then.
+fn the_standby_stopped_holds_every_commit_the_mark_writer_and_the_probe(
+    standby: &Cluster,
+    c: &mut postgres::Client,
+    writer_waits: &str,
+    load: &Load,
+) -> Vec<usize> {
     standby.stop();
     wait_until(
         "every inserting session to wait for the standby",
@@ -489,22 +559,38 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
         },
     );
     wait_until("the mark writer to wait for the standby", PATIENCE, || {
-        activity(&mut c, &writer_waits)
+        activity(c, writer_waits)
     });
     wait_until("the probe to wait for a mark", PATIENCE, || {
-        activity(&mut c, PROBE_WAITS)
+        activity(c, PROBE_WAITS)
     });
-    let held: Vec<usize> = committed.iter().map(|n| n.load(SeqCst)).collect();
+    load.committed.iter().map(|n| n.load(SeqCst)).collect()
+}
 
-    // The standby returns; the load goes on.
+/// The standby returns; the load goes on: every session commits more rows than it had `held`.
+fn the_standby_back_the_load_goes_on(
+    standby: &Cluster,
+    c: &mut postgres::Client,
+    load: &Load,
+    held: &[usize],
+) {
     standby.start();
-    wait_for_synchronous_standby(&mut c);
+    wait_for_synchronous_standby(c);
     wait_until("every session to commit more rows", PATIENCE, || {
-        all_past(&held)
+        load.all_past(held)
     });
-    stop.store(true, SeqCst);
-    let inserted: Vec<Vec<i64>> = loaders.into_iter().map(|t| t.join().unwrap()).collect();
-    let (probed, refused) = prober.join().unwrap();
+}
+
+/// The load stopped: every row a session committed is in `t`, each session's and the probe's
+/// ids are strictly increasing, and no id was handed out twice. Returns them all.
+fn every_committed_row_is_in_t_and_no_id_repeats(load: Load, c: &mut postgres::Client) -> Vec<i64> {
+    load.stop.store(true, SeqCst);
+    let inserted: Vec<Vec<i64>> = load
+        .loaders
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    let (probed, refused) = load.prober.join().unwrap();
     // A wait of more than 10 s for a mark ends in 55000 (the standby may take that long to come
     // back); nothing else is refused.
     eprintln!(
@@ -515,7 +601,7 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
     for (session, got) in inserted.iter().enumerate() {
         assert_strictly_increasing(got);
         let stored = ids(
-            &mut c,
+            c,
             &format!("SELECT id FROM t WHERE session = {session} ORDER BY id"),
         );
         assert_eq!(
@@ -526,17 +612,27 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
     let mut all: Vec<i64> = inserted.concat();
     all.extend(&probed);
     assert_no_duplicates(&all);
+    all
+}
 
-    // Once more without the standby; the primary is killed while the mark writer waits for it,
-    // and the standby, its clock an hour back, is promoted: it mints above every id handed out.
+/// Once more without the standby; the primary is killed while the mark writer waits for it,
+/// and the standby, its clock an hour back, is promoted: it mints above every id handed out
+/// (`all` and what a new probe got).
+fn the_standby_promoted_an_hour_back_after_the_primary_died_waiting_for_it_mints_above_all(
+    primary: &Cluster,
+    standby: &Cluster,
+    c: &mut postgres::Client,
+    writer_waits: &str,
+    mut all: Vec<i64>,
+) {
     standby.stop();
     let stop = Arc::new(AtomicBool::new(false));
     let prober = probe(primary.conninfo("postgres"), stop);
     wait_until("the mark writer to wait for the standby", PATIENCE, || {
-        activity(&mut c, &writer_waits)
+        activity(c, writer_waits)
     });
     wait_until("the probe to wait for a mark", PATIENCE, || {
-        activity(&mut c, PROBE_WAITS)
+        activity(c, PROBE_WAITS)
     });
     primary.kill_postmaster();
     let (last_probed, _) = prober.join().unwrap();
@@ -544,7 +640,7 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
     let handed_out = *all.iter().max().unwrap();
     standby.set_clock_offset(-3600);
     standby.start();
-    assert_promoted_standby_mints_above(&standby, handed_out, 5);
+    assert_promoted_standby_mints_above(standby, handed_out, 5);
 }
 
 /// `cp -a` a data directory as root, keeping it postgres's.
