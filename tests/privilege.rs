@@ -109,19 +109,30 @@ fn an_ordinary_role_mints_only_with_the_configured_worker() {
 #[test]
 fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_stall_it() {
     let cluster = server("priv-ahead");
-    // Four clients take a million ids a call, the cheapest way there is (in the select list:
-    // taken in one step, one row produced), until they have pushed the worker over a
-    // second ahead of the clock, then for PRESSED calls more against the bound. Counted in
-    // calls, not seconds: the worker gets there however slow the machine.
+    let mut admin = cluster.connect();
+    four_clients_taking_all_they_can_never_push_the_worker_past_max_ahead(&cluster, &mut admin);
+    // `_app`, the session that inserted, stays open to the end.
+    let _app = after_a_clock_step_back_of_an_hour_inserts_go_on_without_waiting(&cluster);
+    a_batch_larger_than_max_ahead_can_hold_is_an_error_not_a_wait(&cluster);
+}
+
+/// Four clients take a million ids a call, the cheapest way there is (in the select list:
+/// taken in one step, one row produced), until they have pushed the worker over a second ahead
+/// of the clock, then for PRESSED calls more against the bound. Counted in calls, not seconds:
+/// the worker gets there however slow the machine. It never runs further ahead than
+/// `snowflake.max_ahead` (2 s), as `admin` sees.
+fn four_clients_taking_all_they_can_never_push_the_worker_past_max_ahead(
+    cluster: &Cluster,
+    admin: &mut postgres::Client,
+) {
     const PRESSED: u32 = 12;
     let stop = AtomicBool::new(false);
     let calls = AtomicU32::new(0);
-    let mut admin = cluster.connect();
     let mut worst = 0;
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {
-                let mut c = connect_as(&cluster, "app");
+                let mut c = connect_as(cluster, "app");
                 while !stop.load(Relaxed) {
                     c.query_one("SELECT snowflake_nextval_batch(1000000) LIMIT 1", &[])
                         .unwrap();
@@ -133,7 +144,7 @@ fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_st
             "the clients to push the worker over a second ahead",
             PATIENCE,
             || {
-                worst = worst.max(ahead_ms(&mut admin));
+                worst = worst.max(ahead_ms(admin));
                 worst > 1000
             },
         );
@@ -142,24 +153,28 @@ fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_st
             &format!("{PRESSED} more calls against the bound"),
             PATIENCE,
             || {
-                worst = worst.max(ahead_ms(&mut admin));
+                worst = worst.max(ahead_ms(admin));
                 calls.load(Relaxed) >= target
             },
         );
         stop.store(true, Relaxed);
     });
-    worst = worst.max(ahead_ms(&mut admin));
+    worst = worst.max(ahead_ms(admin));
     assert!(
         worst <= 2000 + 5,
         "the worker ran {worst} ms ahead, past snowflake.max_ahead = 2 s"
     );
+}
 
-    // The clock steps back an hour: inserts go on at once, never waiting for the clock (which
-    // would take an hour) or for anything else.
+/// The clock steps back an hour: inserts go on at once, never waiting for the clock (which
+/// would take an hour) or for anything else. Returns the session of `app` that inserted.
+fn after_a_clock_step_back_of_an_hour_inserts_go_on_without_waiting(
+    cluster: &Cluster,
+) -> postgres::Client {
     cluster.set_clock_offset(-3600);
-    let mut app = connect_as(&cluster, "app");
+    let mut app = connect_as(cluster, "app");
     let pid: i32 = app.scalar("SELECT pg_backend_pid()");
-    let (all, waits) = extension_waits(&cluster, pid, || {
+    let (all, waits) = extension_waits(cluster, pid, || {
         let mut all = Vec::new();
         for i in 0..300 {
             let id: i64 = app
@@ -176,10 +191,13 @@ fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_st
         waits, 0,
         "inserts were seen waiting after the clock stepped back"
     );
+    app
+}
 
-    // A batch larger than the bound can ever hold is an error, not a wait.
+/// A batch larger than the bound can ever hold is an error, not a wait.
+fn a_batch_larger_than_max_ahead_can_hold_is_an_error_not_a_wait(cluster: &Cluster) {
     cluster.set_and_reload("snowflake.max_ahead", "100ms");
-    let mut app = connect_as(&cluster, "app");
+    let mut app = connect_as(cluster, "app");
     let e = error_of(
         &mut app,
         "SELECT count(*) FROM snowflake_nextval_batch(1000000)",
