@@ -157,14 +157,50 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
     let pair = Pair::up(21);
     let first = pair.primary().expect("a primary");
     let mut c = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).unwrap();
+    the_primary_has_a_table_events_and_a_synchronous_standby(&mut c);
+    let inserts = two_clients_insert_through_whichever_server_is_the_primary(&pair);
+    let other = patroni_promotes_the_replica_when_the_primarys_node_is_killed_and_the_load_goes_on(
+        &pair,
+        first,
+        &inserts.acked,
+    );
+    let acked = inserts.stop();
+    no_id_repeats_and_every_id_after_the_failover_is_above_those_before(&acked, first, other);
+    every_acknowledged_row_is_on_the_new_primary_all_of_worker_21(&pair, other, &acked);
+}
+
+/// Creates the extension and a table `events` keyed by `snowflake_nextval()` on the primary
+/// `c` is connected to, and waits for its synchronous standby.
+fn the_primary_has_a_table_events_and_a_synchronous_standby(c: &mut postgres::Client) {
     c.batch_execute(
         "CREATE EXTENSION snowflake_ext;
          CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int NOT NULL)",
     )
     .unwrap();
-    wait_for_synchronous_standby(&mut c);
+    wait_for_synchronous_standby(c);
+}
 
-    // Two clients insert through whichever server is the primary, reconnecting when it goes.
+/// Clients inserting into `events` on threads of their own until stopped.
+struct Inserts {
+    stop: Arc<AtomicBool>,
+    /// Each insert acknowledged: the node that acknowledged it and the row's id.
+    acked: Arc<Mutex<Vec<(usize, i64)>>>,
+    clients: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Inserts {
+    /// Stops the clients and returns every insert acknowledged.
+    fn stop(self) -> Vec<(usize, i64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        for client in self.clients {
+            client.join().unwrap();
+        }
+        std::mem::take(&mut *self.acked.lock().unwrap())
+    }
+}
+
+/// Two clients insert through whichever server is the primary, reconnecting when it goes.
+fn two_clients_insert_through_whichever_server_is_the_primary(pair: &Pair) -> Inserts {
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Arc<Mutex<Vec<(usize, i64)>>> = Arc::default();
     let conninfos = [pair.conninfo(0), pair.conninfo(1)];
@@ -193,7 +229,20 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
             })
         })
         .collect();
+    Inserts {
+        stop,
+        acked,
+        clients,
+    }
+}
 
+/// After 100 inserts, the node of the primary (`first`) is killed; Patroni promotes the
+/// replica and the load carries on on it, the new primary, which is returned.
+fn patroni_promotes_the_replica_when_the_primarys_node_is_killed_and_the_load_goes_on(
+    pair: &Pair,
+    first: usize,
+    acked: &Mutex<Vec<(usize, i64)>>,
+) -> usize {
     wait_until("100 inserts before the failover", PATIENCE, || {
         acked.lock().unwrap().len() > 100
     });
@@ -202,7 +251,6 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
     wait_until("Patroni to promote the replica", PATIENCE, || {
         pair.primary() == Some(other)
     });
-    // The load carries on on the new primary.
     wait_until("200 inserts on the new primary", PATIENCE, || {
         acked
             .lock()
@@ -212,12 +260,16 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
             .count()
             >= 200
     });
-    stop.store(true, Ordering::Relaxed);
-    for client in clients {
-        client.join().unwrap();
-    }
+    other
+}
 
-    let acked = acked.lock().unwrap();
+/// No id was acknowledged twice, and every id the new primary (`other`) acknowledged is above
+/// every id the old one (`first`) did.
+fn no_id_repeats_and_every_id_after_the_failover_is_above_those_before(
+    acked: &[(usize, i64)],
+    first: usize,
+    other: usize,
+) {
     let distinct: HashSet<i64> = acked.iter().map(|(_, id)| *id).collect();
     assert_eq!(distinct.len(), acked.len(), "an id was handed out twice");
     let max_before = acked
@@ -236,7 +288,15 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
         min_after > max_before,
         "after the failover {min_after} is not above {max_before} from before it"
     );
-    // Synchronous mode: every insert the old primary acknowledged is on the new one.
+}
+
+/// Synchronous mode: every insert the old primary acknowledged is on the new one (`other`),
+/// and every row's id is of worker 21.
+fn every_acknowledged_row_is_on_the_new_primary_all_of_worker_21(
+    pair: &Pair,
+    other: usize,
+    acked: &[(usize, i64)],
+) {
     let mut c = postgres::Client::connect(&pair.conninfo(other), postgres::NoTls).unwrap();
     let ids: Vec<i64> = acked.iter().map(|(_, id)| *id).collect();
     let found: i64 = c
