@@ -240,10 +240,25 @@ fn a_cascading_standby_refuses_to_mint_and_promoted_directly_with_its_clock_behi
 
 #[test]
 fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_above_the_new_one() {
-    // The test clusters have no data checksums: pg_rewind needs wal_log_hints. wal_keep_size
-    // keeps the old primary's WAL back to the last checkpoint both servers share, which
-    // pg_rewind reads.
-    let mut old = started(
+    let (mut old, new) = an_old_primary_of_worker_5_and_its_standby_on_faketime();
+    let before = the_old_primary_mints_ahead_of_the_clock_and_its_standby_catches_up(&old, &new);
+    let mut c = new.connect();
+    the_standby_cut_off_the_old_primary_writes_wal_it_never_gets_and_stops(&old, &mut c);
+    let on_new =
+        the_standby_promoted_with_its_clock_behind_mints_above_the_old_primary(&new, &before);
+    pg_rewind_takes_the_old_primary_to_the_new_ones_state(&old, &new);
+    let after = the_old_primary_started_as_a_primary_an_hour_back_mints_above_the_new_one(
+        &mut old, &on_new,
+    );
+    let all: Vec<i64> = [before, on_new, after].concat();
+    assert_no_duplicates(&all);
+}
+
+/// A primary of worker 5 and a standby of it on `faketime`, started. The test clusters have no
+/// data checksums: pg_rewind needs wal_log_hints. wal_keep_size keeps the old primary's WAL
+/// back to the last checkpoint both servers share, which pg_rewind reads.
+fn an_old_primary_of_worker_5_and_its_standby_on_faketime() -> (Cluster, Cluster) {
+    let old = started(
         "rewind-old",
         &[
             "snowflake.worker_id=5",
@@ -254,15 +269,28 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
     let mut new = Cluster::standby_of(&old, "rewind-new", &[]);
     new.use_faketime();
     new.start();
-    let mut before = mint(&old, 3, "SELECT snowflake_nextval_batch(50000)");
-    before.push(run_ahead(&old));
-    let largest_before = *before.iter().max().unwrap();
-    new.wait_caught_up(&old);
+    (old, new)
+}
 
-    // The standby is cut off; the old primary writes WAL that the standby never gets (a table,
-    // no ids: ids minted on both sides of a split would be two servers with one worker id),
-    // and is stopped cleanly.
-    let mut c = new.connect();
+/// The old primary mints, then runs its ids ahead of the clock, and its standby (`new`)
+/// catches up. Returns the ids it handed out (for a run ahead, the largest).
+fn the_old_primary_mints_ahead_of_the_clock_and_its_standby_catches_up(
+    old: &Cluster,
+    new: &Cluster,
+) -> Vec<i64> {
+    let mut before = mint(old, 3, "SELECT snowflake_nextval_batch(50000)");
+    before.push(run_ahead(old));
+    new.wait_caught_up(old);
+    before
+}
+
+/// The standby (`c` is connected to it) is cut off; the old primary writes WAL that the
+/// standby never gets (a table, no ids: ids minted on both sides of a split would be two
+/// servers with one worker id), and is stopped cleanly.
+fn the_standby_cut_off_the_old_primary_writes_wal_it_never_gets_and_stops(
+    old: &Cluster,
+    c: &mut postgres::Client,
+) {
     c.batch_execute("ALTER SYSTEM SET primary_conninfo = ''")
         .unwrap();
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
@@ -276,13 +304,20 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
     .unwrap();
     drop(o);
     old.stop();
+}
 
-    // Failover: the standby is promoted with its clock behind, mints, and is stopped cleanly.
+/// Failover: the standby (`new`) is promoted with its clock behind, mints above every id the
+/// old primary handed out (`before`), and is stopped cleanly. Returns what it minted.
+fn the_standby_promoted_with_its_clock_behind_mints_above_the_old_primary(
+    new: &Cluster,
+    before: &[i64],
+) -> Vec<i64> {
+    let largest_before = *before.iter().max().unwrap();
     new.set_clock_offset(-5);
     new.promote();
-    wait_until_primary(&new);
+    wait_until_primary(new);
     let on_new = mint(
-        &new,
+        new,
         4,
         "SELECT snowflake_nextval() FROM generate_series(1, 5000)",
     );
@@ -292,12 +327,14 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
         "the new primary minted {lowest}, not above {largest_before}:\n{}",
         new.log()
     );
-    let largest_new = *on_new.iter().max().unwrap();
     new.stop();
+    on_new
+}
 
-    // The old primary is rewound to the new one's state and started again as a primary (no
-    // standby.signal), its clock an hour back. pg_rewind copies the new primary's
-    // configuration too: the old one gets its own port and socket directory back.
+/// The old primary is rewound to the new one's state, to be started again as a primary (no
+/// standby.signal). pg_rewind copies the new primary's configuration too: the old one gets its
+/// own port and socket directory back.
+fn pg_rewind_takes_the_old_primary_to_the_new_ones_state(old: &Cluster, new: &Cluster) {
     let out = run_as_postgres(
         Path::new("/"),
         &pg_bin("pg_rewind"),
@@ -334,17 +371,27 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
         )
         .unwrap();
     }
+}
+
+/// The rewound old primary, started again as a primary with its clock an hour back, has none
+/// of its diverged WAL and mints above every id the new one minted (`on_new`), saying it is
+/// behind its mark. Returns what it minted.
+fn the_old_primary_started_as_a_primary_an_hour_back_mints_above_the_new_one(
+    old: &mut Cluster,
+    on_new: &[i64],
+) -> Vec<i64> {
+    let largest_new = *on_new.iter().max().unwrap();
     // pg_rewind copied the new primary's server log too.
     let log_from = old.log().len();
     old.use_faketime();
     old.set_clock_offset(-3600);
     old.start();
-    wait_until_primary(&old);
+    wait_until_primary(old);
     let mut o = old.connect();
     let diverged: bool = o.scalar("SELECT to_regclass('written_after_the_split') IS NOT NULL");
     assert!(!diverged, "the old primary was not rewound");
     let after = mint(
-        &old,
+        old,
         4,
         "SELECT snowflake_nextval() FROM generate_series(1, 5000)",
     );
@@ -359,8 +406,7 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
         "{}",
         old.log()
     );
-    let all: Vec<i64> = [before, on_new, after].concat();
-    assert_no_duplicates(&all);
+    after
 }
 
 /// Whether a backend of the server `c` is connected to matches `condition` in pg_stat_activity.
