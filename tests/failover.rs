@@ -704,18 +704,40 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn a_base_backup_restored_with_archived_wal_an_hour_back_mints_above_what_it_replayed() {
+    let archive = a_wal_archive();
+    let primary = a_primary_of_worker_6_archiving_its_wal_into(&archive);
+    let backup = a_base_backup_of(&primary);
+    // The base backup comes first; the ids after it exist only in the archived WAL.
+    let issued = mint(&primary, 3, "SELECT snowflake_nextval_batch(50000)");
+    let largest = *issued.iter().max().unwrap();
+    let mut c = primary.connect();
+    the_primarys_last_wal_is_archived_and_it_stops(&primary, &mut c, &archive);
+    let restored_dir = the_backup_set_to_recover_from_the_archive(&backup, &archive);
+    the_restored_server_an_hour_back_mints_above_what_it_replayed(restored_dir, largest);
+}
+
+/// A directory for archived WAL, `postgres`'s.
+fn a_wal_archive() -> std::path::PathBuf {
     let archive = test_dir("pitr-archive");
     std::fs::create_dir_all(&archive).unwrap();
     std::process::Command::new("chown")
         .args(["postgres:postgres", archive.to_str().unwrap()])
         .status()
         .unwrap();
+    archive
+}
+
+/// A primary of worker 6 that archives its WAL into `archive`, started.
+fn a_primary_of_worker_6_archiving_its_wal_into(archive: &Path) -> Cluster {
     let archive_command = format!("archive_command=cp %p {}/%f", archive.display());
-    let primary = started(
+    started(
         "pitr-primary",
         &["snowflake.worker_id=6", "archive_mode=on", &archive_command],
-    );
-    // The base backup comes first; the ids after it exist only in the archived WAL.
+    )
+}
+
+/// A base backup of `primary` (with pg_basebackup); returns its directory.
+fn a_base_backup_of(primary: &Cluster) -> std::path::PathBuf {
     let backup = test_dir("pitr-backup");
     let _ = std::fs::remove_dir_all(&backup);
     std::fs::create_dir_all(&backup).unwrap();
@@ -740,18 +762,29 @@ fn a_base_backup_restored_with_archived_wal_an_hour_back_mints_above_what_it_rep
             "fast",
         ],
     );
-    let issued = mint(&primary, 3, "SELECT snowflake_nextval_batch(50000)");
-    let largest = *issued.iter().max().unwrap();
-    let mut c = primary.connect();
+    backup
+}
+
+/// The primary (`c` is connected to it) switches to a new WAL file, the last one is in
+/// `archive`, and the primary is stopped.
+fn the_primarys_last_wal_is_archived_and_it_stops(
+    primary: &Cluster,
+    c: &mut postgres::Client,
+    archive: &Path,
+) {
     let segment: String = c.scalar("SELECT pg_walfile_name(pg_switch_wal())");
     wait_until(&format!("{segment} to be archived"), PATIENCE, || {
         archive.join(&segment).exists()
     });
     primary.stop();
+}
 
+/// A copy of `backup` set to recover from `archive` (recovery.signal, a restore_command);
+/// returns its directory.
+fn the_backup_set_to_recover_from_the_archive(backup: &Path, archive: &Path) -> std::path::PathBuf {
     let restored_dir = test_dir("pitr-restored");
     let _ = std::fs::remove_dir_all(&restored_dir);
-    copy_dir(&backup, &restored_dir);
+    copy_dir(backup, &restored_dir);
     std::fs::write(restored_dir.join("recovery.signal"), "").unwrap();
     let _ = std::fs::remove_file(restored_dir.join("server.log"));
     {
@@ -775,6 +808,15 @@ fn a_base_backup_restored_with_archived_wal_an_hour_back_mints_above_what_it_rep
         .args(["700", restored_dir.to_str().unwrap()])
         .status()
         .unwrap();
+    restored_dir
+}
+
+/// The server restored in `restored_dir`, started with its clock an hour back, replays the
+/// archived WAL and mints above every id in it (up to `largest`), saying it is behind its mark.
+fn the_restored_server_an_hour_back_mints_above_what_it_replayed(
+    restored_dir: std::path::PathBuf,
+    largest: i64,
+) {
     let mut restored = Cluster::existing(restored_dir);
     restored.use_faketime();
     restored.set_clock_offset(-3600);
