@@ -326,12 +326,37 @@ fn the_fleets_role_knowing_a_holders_identity_boot_and_fence_can_neither_take_no
         &["snowflake.worker_range=7"],
     );
     assert_eq!(leased(&victim), 7);
-    // Everything the registry knows of the holder but its secret (which only its data
-    // directory holds): its identity, this start's boot, its machine run, its fence. The
-    // victim's keeper is stopped meanwhile, so that the fence stays the one read.
+    // The victim's keeper is stopped meanwhile, so that the fence stays the one read.
     let keeper = keeper_pid(&victim);
     signal(&keeper, "-STOP");
     let mut r = registry.connect();
+    let holder = what_the_registry_knows_of_the_holder_of_7(&mut r);
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    posing_as_an_earlier_start_of_the_holder_gets_no_lease_at_once(&mut fleet, &holder);
+    giving_back_or_renewing_in_the_holders_name_is_refused_and_changes_nothing(
+        &mut fleet, &mut r, &holder,
+    );
+    signal(&keeper, "-CONT");
+    the_victim_renews_as_before_and_mints(&victim, &mut r, holder.fence);
+}
+
+/// Everything the registry knows of a holder but its secret (which only its data directory
+/// holds): its identity, this start's boot, its machine run, its fence.
+struct Holder {
+    sysid: String,
+    host: String,
+    port: i32,
+    dir: String,
+    boot: String,
+    host_run: String,
+    fence: i64,
+}
+
+/// A secret that is not the holder's.
+const FORGED_SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+/// What the registry (through `r`) knows of the holder of worker id 7.
+fn what_the_registry_knows_of_the_holder_of_7(r: &mut postgres::Client) -> Holder {
     let row = r
         .query_one(
             "SELECT system_identifier, host, port, data_directory, boot, host_run, fence
@@ -339,40 +364,44 @@ fn the_fleets_role_knowing_a_holders_identity_boot_and_fence_can_neither_take_no
             &[],
         )
         .unwrap();
-    let (sysid, host, port, dir, boot, host_run, fence): (
-        String,
-        String,
-        i32,
-        String,
-        String,
-        String,
-        i64,
-    ) = (
-        row.get(0),
-        row.get(1),
-        row.get(2),
-        row.get(3),
-        row.get(4),
-        row.get(5),
-        row.get(6),
-    );
-    let forged_secret = "0123456789abcdef0123456789abcdef";
-    let mut fleet = connect_as(&registry, "postgres", "fleet");
-    // Posing as an earlier start of the holder on its machine run: no lease at once.
+    Holder {
+        sysid: row.get(0),
+        host: row.get(1),
+        port: row.get(2),
+        dir: row.get(3),
+        boot: row.get(4),
+        host_run: row.get(5),
+        fence: row.get(6),
+    }
+}
+
+/// Posing as an earlier start of the holder on its machine run: no lease at once.
+fn posing_as_an_earlier_start_of_the_holder_gets_no_lease_at_once(
+    fleet: &mut postgres::Client,
+    h: &Holder,
+) {
     let claimed: String = fleet
         .query_one(
             "SELECT outcome FROM snowflake_registry.claim($1, $2, $3, $4, 'an-earlier-start', $5, $6, 1,
                      7, 7, true, 5000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
-            &[&sysid, &host, &port, &dir, &host_run, &forged_secret],
+            &[&h.sysid, &h.host, &h.port, &h.dir, &h.host_run, &FORGED_SECRET],
         )
         .unwrap()
         .get(0);
     assert_eq!(claimed, "wait");
-    // Giving it back, or renewing it, in the holder's name: refused, nothing changes.
+}
+
+/// Giving the lease back, or renewing it, in the holder's name: refused, nothing changes (the
+/// registry, through `r`, still has the fence read and the lease not released).
+fn giving_back_or_renewing_in_the_holders_name_is_refused_and_changes_nothing(
+    fleet: &mut postgres::Client,
+    r: &mut postgres::Client,
+    h: &Holder,
+) {
     let released: String = fleet
         .query_one(
             "SELECT outcome FROM snowflake_registry.release($1, $2, $3, $4, $5, $6, 7, $7, 0, NULL, NULL)",
-            &[&sysid, &host, &port, &dir, &boot, &forged_secret, &fence],
+            &[&h.sysid, &h.host, &h.port, &h.dir, &h.boot, &FORGED_SECRET, &h.fence],
         )
         .unwrap()
         .get(0);
@@ -381,7 +410,7 @@ fn the_fleets_role_knowing_a_holders_identity_boot_and_fence_can_neither_take_no
         .query_one(
             "SELECT outcome FROM snowflake_registry.renew($1, $2, $3, $4, $5, $6, 1, 7, $7, 1, 0, 5000,
                      (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL)",
-            &[&sysid, &host, &port, &dir, &boot, &forged_secret, &fence],
+            &[&h.sysid, &h.host, &h.port, &h.dir, &h.boot, &FORGED_SECRET, &h.fence],
         )
         .unwrap()
         .get(0);
@@ -395,14 +424,17 @@ fn the_fleets_role_knowing_a_holders_identity_boot_and_fence_can_neither_take_no
             .unwrap();
         (row.get(0), row.get(1))
     };
-    assert_eq!((still_fence, released_at_null), (fence, true));
-    signal(&keeper, "-CONT");
-    // The victim renews as before (its claim-in-waiting by the poser is cleared) and mints.
+    assert_eq!((still_fence, released_at_null), (h.fence, true));
+}
+
+/// The victim renews as before, past `fence` (its claim-in-waiting by the poser is cleared),
+/// and mints with worker id 7.
+fn the_victim_renews_as_before_and_mints(victim: &Cluster, r: &mut postgres::Client, fence: i64) {
     wait_until("a renewal by the victim", PATIENCE, || {
         r.scalar::<i64>("SELECT fence FROM snowflake_registry.leases WHERE worker = 7") > fence
     });
-    assert_eq!(leased(&victim), 7);
-    assert!(mint(&victim, 100).iter().all(|&id| worker_of(id) == 7));
+    assert_eq!(leased(victim), 7);
+    assert!(mint(victim, 100).iter().all(|&id| worker_of(id) == 7));
 }
 
 #[test]
