@@ -100,7 +100,8 @@
 //!   [`lease::registry`] (whose SQL is `sql/registry/registry.sql`), and the connection in
 //!   [`lease::libpq`].
 //! * [`ids`]: ids as values: [`ids::decode`], [`ids::text`] (text forms and the `snowflake`
-//!   type), [`ids::time_filter`] (the planner hook for time filters).
+//!   type, whose SQL is `sql/install/type.sql`), [`ids::time_filter`] (the planner hook for time
+//!   filters).
 //! * [`tables`]: ids in users' tables: [`tables::adopt`], [`tables::guard`] (the
 //!   replication guard), [`tables::id_columns`], [`tables::owner_scan`],
 //!   [`tables::privileges`], and [`tables::citus`] (the Citus check, and
@@ -117,9 +118,10 @@
 //!   (the marks' seal), [`snowflake_core::token`] and [`snowflake_core::legacy`] (file
 //!   formats), [`snowflake_core::text`] (base32 and base62); `core/tests/model.rs` runs the
 //!   issuing protocol and the writer's rules in racing threads against a fake clock.
-//! * Outside `src/`: `sql/` (install sources, upgrade scripts, the registry's schema, the
-//!   portable edition), `tests/` (integration tests against real servers, `tests/common`),
-//!   `bench/`, `scripts/` (`scripts/test.sh` runs everything).
+//! * Outside `src/`: `sql/` (`sql/install/`: the install script's hand-written SQL, each file
+//!   included by `extension_sql_file!` from the module it belongs with; upgrade scripts, the
+//!   registry's schema, the portable edition), `tests/` (integration tests against real
+//!   servers, `tests/common`), `bench/`, `scripts/` (`scripts/test.sh` runs everything).
 
 use pgrx::prelude::*;
 

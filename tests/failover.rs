@@ -240,10 +240,25 @@ fn a_cascading_standby_refuses_to_mint_and_promoted_directly_with_its_clock_behi
 
 #[test]
 fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_above_the_new_one() {
-    // The test clusters have no data checksums: pg_rewind needs wal_log_hints. wal_keep_size
-    // keeps the old primary's WAL back to the last checkpoint both servers share, which
-    // pg_rewind reads.
-    let mut old = started(
+    let (mut old, new) = an_old_primary_of_worker_5_and_its_standby_on_faketime();
+    let before = the_old_primary_mints_ahead_of_the_clock_and_its_standby_catches_up(&old, &new);
+    let mut c = new.connect();
+    the_standby_cut_off_the_old_primary_writes_wal_it_never_gets_and_stops(&old, &mut c);
+    let on_new =
+        the_standby_promoted_with_its_clock_behind_mints_above_the_old_primary(&new, &before);
+    pg_rewind_takes_the_old_primary_to_the_new_ones_state(&old, &new);
+    let after = the_old_primary_started_as_a_primary_an_hour_back_mints_above_the_new_one(
+        &mut old, &on_new,
+    );
+    let all: Vec<i64> = [before, on_new, after].concat();
+    assert_no_duplicates(&all);
+}
+
+/// A primary of worker 5 and a standby of it on `faketime`, started. The test clusters have no
+/// data checksums: pg_rewind needs wal_log_hints. wal_keep_size keeps the old primary's WAL
+/// back to the last checkpoint both servers share, which pg_rewind reads.
+fn an_old_primary_of_worker_5_and_its_standby_on_faketime() -> (Cluster, Cluster) {
+    let old = started(
         "rewind-old",
         &[
             "snowflake.worker_id=5",
@@ -254,15 +269,28 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
     let mut new = Cluster::standby_of(&old, "rewind-new", &[]);
     new.use_faketime();
     new.start();
-    let mut before = mint(&old, 3, "SELECT snowflake_nextval_batch(50000)");
-    before.push(run_ahead(&old));
-    let largest_before = *before.iter().max().unwrap();
-    new.wait_caught_up(&old);
+    (old, new)
+}
 
-    // The standby is cut off; the old primary writes WAL that the standby never gets (a table,
-    // no ids: ids minted on both sides of a split would be two servers with one worker id),
-    // and is stopped cleanly.
-    let mut c = new.connect();
+/// The old primary mints, then runs its ids ahead of the clock, and its standby (`new`)
+/// catches up. Returns the ids it handed out (for a run ahead, the largest).
+fn the_old_primary_mints_ahead_of_the_clock_and_its_standby_catches_up(
+    old: &Cluster,
+    new: &Cluster,
+) -> Vec<i64> {
+    let mut before = mint(old, 3, "SELECT snowflake_nextval_batch(50000)");
+    before.push(run_ahead(old));
+    new.wait_caught_up(old);
+    before
+}
+
+/// The standby (`c` is connected to it) is cut off; the old primary writes WAL that the
+/// standby never gets (a table, no ids: ids minted on both sides of a split would be two
+/// servers with one worker id), and is stopped cleanly.
+fn the_standby_cut_off_the_old_primary_writes_wal_it_never_gets_and_stops(
+    old: &Cluster,
+    c: &mut postgres::Client,
+) {
     c.batch_execute("ALTER SYSTEM SET primary_conninfo = ''")
         .unwrap();
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
@@ -276,13 +304,20 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
     .unwrap();
     drop(o);
     old.stop();
+}
 
-    // Failover: the standby is promoted with its clock behind, mints, and is stopped cleanly.
+/// Failover: the standby (`new`) is promoted with its clock behind, mints above every id the
+/// old primary handed out (`before`), and is stopped cleanly. Returns what it minted.
+fn the_standby_promoted_with_its_clock_behind_mints_above_the_old_primary(
+    new: &Cluster,
+    before: &[i64],
+) -> Vec<i64> {
+    let largest_before = *before.iter().max().unwrap();
     new.set_clock_offset(-5);
     new.promote();
-    wait_until_primary(&new);
+    wait_until_primary(new);
     let on_new = mint(
-        &new,
+        new,
         4,
         "SELECT snowflake_nextval() FROM generate_series(1, 5000)",
     );
@@ -292,12 +327,14 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
         "the new primary minted {lowest}, not above {largest_before}:\n{}",
         new.log()
     );
-    let largest_new = *on_new.iter().max().unwrap();
     new.stop();
+    on_new
+}
 
-    // The old primary is rewound to the new one's state and started again as a primary (no
-    // standby.signal), its clock an hour back. pg_rewind copies the new primary's
-    // configuration too: the old one gets its own port and socket directory back.
+/// The old primary is rewound to the new one's state, to be started again as a primary (no
+/// standby.signal). pg_rewind copies the new primary's configuration too: the old one gets its
+/// own port and socket directory back.
+fn pg_rewind_takes_the_old_primary_to_the_new_ones_state(old: &Cluster, new: &Cluster) {
     let out = run_as_postgres(
         Path::new("/"),
         &pg_bin("pg_rewind"),
@@ -334,17 +371,27 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
         )
         .unwrap();
     }
+}
+
+/// The rewound old primary, started again as a primary with its clock an hour back, has none
+/// of its diverged WAL and mints above every id the new one minted (`on_new`), saying it is
+/// behind its mark. Returns what it minted.
+fn the_old_primary_started_as_a_primary_an_hour_back_mints_above_the_new_one(
+    old: &mut Cluster,
+    on_new: &[i64],
+) -> Vec<i64> {
+    let largest_new = *on_new.iter().max().unwrap();
     // pg_rewind copied the new primary's server log too.
     let log_from = old.log().len();
     old.use_faketime();
     old.set_clock_offset(-3600);
     old.start();
-    wait_until_primary(&old);
+    wait_until_primary(old);
     let mut o = old.connect();
     let diverged: bool = o.scalar("SELECT to_regclass('written_after_the_split') IS NOT NULL");
     assert!(!diverged, "the old primary was not rewound");
     let after = mint(
-        &old,
+        old,
         4,
         "SELECT snowflake_nextval() FROM generate_series(1, 5000)",
     );
@@ -359,8 +406,7 @@ fn an_old_primary_rewound_and_started_again_as_a_primary_an_hour_back_mints_abov
         "{}",
         old.log()
     );
-    let all: Vec<i64> = [before, on_new, after].concat();
-    assert_no_duplicates(&all);
+    after
 }
 
 /// Whether a backend of the server `c` is connected to matches `condition` in pg_stat_activity.
@@ -409,8 +455,36 @@ fn persisted_mark(c: &mut postgres::Client) -> i64 {
 
 #[test]
 fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_until_it_returns() {
-    const SESSIONS: usize = 4;
-    const ROWS: usize = 100;
+    let (primary, mut c, standby) = a_primary_of_worker_5_with_a_synchronous_standby_on_faketime();
+    let writer_waits = mark_writer_waits_for_the_standby(&mut c);
+    let load = an_insert_load_and_a_probe_on(&primary);
+    every_session_commits_and_the_marks_are_raised_with_the_standby_up(&load, &mut c);
+    let held = the_standby_stopped_holds_every_commit_the_mark_writer_and_the_probe(
+        &standby,
+        &mut c,
+        &writer_waits,
+        &load,
+    );
+    the_standby_back_the_load_goes_on(&standby, &mut c, &load, &held);
+    let all = every_committed_row_is_in_t_and_no_id_repeats(load, &mut c);
+    the_standby_promoted_an_hour_back_after_the_primary_died_waiting_for_it_mints_above_all(
+        &primary,
+        &standby,
+        &mut c,
+        &writer_waits,
+        all,
+    );
+}
+
+/// The sessions of the insert load of the synchronous-standby test.
+const SESSIONS: usize = 4;
+/// How many rows each session commits before a wait for the load to go on is over.
+const ROWS: usize = 100;
+
+/// A primary with worker 5 and a table `t` whose ids the column's default mints, and a
+/// synchronous standby on `faketime`; with a session to the primary.
+fn a_primary_of_worker_5_with_a_synchronous_standby_on_faketime(
+) -> (Cluster, postgres::Client, Cluster) {
     let primary = started("syncstop-primary", &["snowflake.worker_id=5"]);
     let mut c = primary.connect();
     c.batch_execute(
@@ -424,14 +498,42 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
         .unwrap();
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
     wait_for_synchronous_standby(&mut c);
+    (primary, c, standby)
+}
+
+/// The condition on pg_stat_activity that matches the mark writer of the server `c` is
+/// connected to waiting for the synchronous standby.
+fn mark_writer_waits_for_the_standby(c: &mut postgres::Client) -> String {
     let writer: i32 = c.scalar(
         "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
     );
-    let writer_waits = format!("pid = {writer} AND wait_event = 'SyncRep'");
+    format!("pid = {writer} AND wait_event = 'SyncRep'")
+}
 
-    // Sessions insert rows whose ids the column's default mints, each row in a transaction of
-    // its own, and one more session mints ids alone, all without pause. (Threads of their
-    // own, not scoped: a failed wait below must not wait for a session stuck in a commit.)
+/// Sessions inserting rows into `t` and a probe minting ids alone, all without pause.
+struct Load {
+    stop: Arc<AtomicBool>,
+    /// The rows each session has committed so far.
+    committed: Arc<Vec<AtomicUsize>>,
+    /// Each session's thread; it returns the ids of the rows it committed.
+    loaders: Vec<std::thread::JoinHandle<Vec<i64>>>,
+    prober: std::thread::JoinHandle<(Vec<i64>, usize)>,
+}
+
+impl Load {
+    /// Whether every session has committed `ROWS` rows past `n` (its count at some moment).
+    fn all_past(&self, n: &[usize]) -> bool {
+        self.committed
+            .iter()
+            .zip(n)
+            .all(|(done, &n)| done.load(SeqCst) >= n + ROWS)
+    }
+}
+
+/// Sessions insert rows whose ids the column's default mints, each row in a transaction of its
+/// own, and one more session mints ids alone, all without pause. (Threads of their own, not
+/// scoped: a failed wait later must not wait for a session stuck in a commit.)
+fn an_insert_load_and_a_probe_on(primary: &Cluster) -> Load {
     let stop = Arc::new(AtomicBool::new(false));
     let committed: Arc<Vec<AtomicUsize>> =
         Arc::new((0..SESSIONS).map(|_| AtomicUsize::new(0)).collect());
@@ -457,26 +559,40 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
         })
         .collect();
     let prober = probe(primary.conninfo("postgres"), stop.clone());
-    let all_past = |n: &[usize]| {
-        committed
-            .iter()
-            .zip(n)
-            .all(|(done, &n)| done.load(SeqCst) >= n + ROWS)
-    };
+    Load {
+        stop,
+        committed,
+        loaders,
+        prober,
+    }
+}
+
+/// Every session commits rows, and while the standby answers, the mark writer raises the
+/// marks again and again: the persisted mark moves two seconds past the first one seen.
+fn every_session_commits_and_the_marks_are_raised_with_the_standby_up(
+    load: &Load,
+    c: &mut postgres::Client,
+) {
     wait_until("every session to commit rows", PATIENCE, || {
-        all_past(&[0; SESSIONS])
+        load.all_past(&[0; SESSIONS])
     });
-    // While the standby answers, the mark writer raises the marks again and again: the
-    // persisted mark moves two seconds past the first one seen.
-    let first_mark = persisted_mark(&mut c);
+    let first_mark = persisted_mark(c);
     wait_until(
         "the marks to be raised with the synchronous standby up",
         PATIENCE,
-        || persisted_mark(&mut c) > first_mark + (2000 << 22),
+        || persisted_mark(c) > first_mark + (2000 << 22),
     );
+}
 
-    // The standby stops in the middle of the load: every insert's commit waits for it, the
-    // mark writer's next commit too, and so does the minting that needs a new mark.
+/// The standby stops in the middle of the load: every insert's commit waits for it, the mark
+/// writer's next commit too, and so does the minting that needs a new mark. Returns the rows
+/// each session had committed by then.
+fn the_standby_stopped_holds_every_commit_the_mark_writer_and_the_probe(
+    standby: &Cluster,
+    c: &mut postgres::Client,
+    writer_waits: &str,
+    load: &Load,
+) -> Vec<usize> {
     standby.stop();
     wait_until(
         "every inserting session to wait for the standby",
@@ -489,22 +605,38 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
         },
     );
     wait_until("the mark writer to wait for the standby", PATIENCE, || {
-        activity(&mut c, &writer_waits)
+        activity(c, writer_waits)
     });
     wait_until("the probe to wait for a mark", PATIENCE, || {
-        activity(&mut c, PROBE_WAITS)
+        activity(c, PROBE_WAITS)
     });
-    let held: Vec<usize> = committed.iter().map(|n| n.load(SeqCst)).collect();
+    load.committed.iter().map(|n| n.load(SeqCst)).collect()
+}
 
-    // The standby returns; the load goes on.
+/// The standby returns; the load goes on: every session commits more rows than it had `held`.
+fn the_standby_back_the_load_goes_on(
+    standby: &Cluster,
+    c: &mut postgres::Client,
+    load: &Load,
+    held: &[usize],
+) {
     standby.start();
-    wait_for_synchronous_standby(&mut c);
+    wait_for_synchronous_standby(c);
     wait_until("every session to commit more rows", PATIENCE, || {
-        all_past(&held)
+        load.all_past(held)
     });
-    stop.store(true, SeqCst);
-    let inserted: Vec<Vec<i64>> = loaders.into_iter().map(|t| t.join().unwrap()).collect();
-    let (probed, refused) = prober.join().unwrap();
+}
+
+/// The load stopped: every row a session committed is in `t`, each session's and the probe's
+/// ids are strictly increasing, and no id was handed out twice. Returns them all.
+fn every_committed_row_is_in_t_and_no_id_repeats(load: Load, c: &mut postgres::Client) -> Vec<i64> {
+    load.stop.store(true, SeqCst);
+    let inserted: Vec<Vec<i64>> = load
+        .loaders
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    let (probed, refused) = load.prober.join().unwrap();
     // A wait of more than 10 s for a mark ends in 55000 (the standby may take that long to come
     // back); nothing else is refused.
     eprintln!(
@@ -515,7 +647,7 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
     for (session, got) in inserted.iter().enumerate() {
         assert_strictly_increasing(got);
         let stored = ids(
-            &mut c,
+            c,
             &format!("SELECT id FROM t WHERE session = {session} ORDER BY id"),
         );
         assert_eq!(
@@ -526,17 +658,27 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
     let mut all: Vec<i64> = inserted.concat();
     all.extend(&probed);
     assert_no_duplicates(&all);
+    all
+}
 
-    // Once more without the standby; the primary is killed while the mark writer waits for it,
-    // and the standby, its clock an hour back, is promoted: it mints above every id handed out.
+/// Once more without the standby; the primary is killed while the mark writer waits for it,
+/// and the standby, its clock an hour back, is promoted: it mints above every id handed out
+/// (`all` and what a new probe got).
+fn the_standby_promoted_an_hour_back_after_the_primary_died_waiting_for_it_mints_above_all(
+    primary: &Cluster,
+    standby: &Cluster,
+    c: &mut postgres::Client,
+    writer_waits: &str,
+    mut all: Vec<i64>,
+) {
     standby.stop();
     let stop = Arc::new(AtomicBool::new(false));
     let prober = probe(primary.conninfo("postgres"), stop);
     wait_until("the mark writer to wait for the standby", PATIENCE, || {
-        activity(&mut c, &writer_waits)
+        activity(c, writer_waits)
     });
     wait_until("the probe to wait for a mark", PATIENCE, || {
-        activity(&mut c, PROBE_WAITS)
+        activity(c, PROBE_WAITS)
     });
     primary.kill_postmaster();
     let (last_probed, _) = prober.join().unwrap();
@@ -544,7 +686,7 @@ fn a_synchronous_standby_stopped_during_an_insert_load_holds_commits_and_marks_u
     let handed_out = *all.iter().max().unwrap();
     standby.set_clock_offset(-3600);
     standby.start();
-    assert_promoted_standby_mints_above(&standby, handed_out, 5);
+    assert_promoted_standby_mints_above(standby, handed_out, 5);
 }
 
 /// `cp -a` a data directory as root, keeping it postgres's.
@@ -562,18 +704,40 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn a_base_backup_restored_with_archived_wal_an_hour_back_mints_above_what_it_replayed() {
+    let archive = a_wal_archive();
+    let primary = a_primary_of_worker_6_archiving_its_wal_into(&archive);
+    let backup = a_base_backup_of(&primary);
+    // The base backup comes first; the ids after it exist only in the archived WAL.
+    let issued = mint(&primary, 3, "SELECT snowflake_nextval_batch(50000)");
+    let largest = *issued.iter().max().unwrap();
+    let mut c = primary.connect();
+    the_primarys_last_wal_is_archived_and_it_stops(&primary, &mut c, &archive);
+    let restored_dir = the_backup_set_to_recover_from_the_archive(&backup, &archive);
+    the_restored_server_an_hour_back_mints_above_what_it_replayed(restored_dir, largest);
+}
+
+/// A directory for archived WAL, `postgres`'s.
+fn a_wal_archive() -> std::path::PathBuf {
     let archive = test_dir("pitr-archive");
     std::fs::create_dir_all(&archive).unwrap();
     std::process::Command::new("chown")
         .args(["postgres:postgres", archive.to_str().unwrap()])
         .status()
         .unwrap();
+    archive
+}
+
+/// A primary of worker 6 that archives its WAL into `archive`, started.
+fn a_primary_of_worker_6_archiving_its_wal_into(archive: &Path) -> Cluster {
     let archive_command = format!("archive_command=cp %p {}/%f", archive.display());
-    let primary = started(
+    started(
         "pitr-primary",
         &["snowflake.worker_id=6", "archive_mode=on", &archive_command],
-    );
-    // The base backup comes first; the ids after it exist only in the archived WAL.
+    )
+}
+
+/// A base backup of `primary` (with pg_basebackup); returns its directory.
+fn a_base_backup_of(primary: &Cluster) -> std::path::PathBuf {
     let backup = test_dir("pitr-backup");
     let _ = std::fs::remove_dir_all(&backup);
     std::fs::create_dir_all(&backup).unwrap();
@@ -598,18 +762,29 @@ fn a_base_backup_restored_with_archived_wal_an_hour_back_mints_above_what_it_rep
             "fast",
         ],
     );
-    let issued = mint(&primary, 3, "SELECT snowflake_nextval_batch(50000)");
-    let largest = *issued.iter().max().unwrap();
-    let mut c = primary.connect();
+    backup
+}
+
+/// The primary (`c` is connected to it) switches to a new WAL file, the last one is in
+/// `archive`, and the primary is stopped.
+fn the_primarys_last_wal_is_archived_and_it_stops(
+    primary: &Cluster,
+    c: &mut postgres::Client,
+    archive: &Path,
+) {
     let segment: String = c.scalar("SELECT pg_walfile_name(pg_switch_wal())");
     wait_until(&format!("{segment} to be archived"), PATIENCE, || {
         archive.join(&segment).exists()
     });
     primary.stop();
+}
 
+/// A copy of `backup` set to recover from `archive` (recovery.signal, a restore_command);
+/// returns its directory.
+fn the_backup_set_to_recover_from_the_archive(backup: &Path, archive: &Path) -> std::path::PathBuf {
     let restored_dir = test_dir("pitr-restored");
     let _ = std::fs::remove_dir_all(&restored_dir);
-    copy_dir(&backup, &restored_dir);
+    copy_dir(backup, &restored_dir);
     std::fs::write(restored_dir.join("recovery.signal"), "").unwrap();
     let _ = std::fs::remove_file(restored_dir.join("server.log"));
     {
@@ -633,6 +808,15 @@ fn a_base_backup_restored_with_archived_wal_an_hour_back_mints_above_what_it_rep
         .args(["700", restored_dir.to_str().unwrap()])
         .status()
         .unwrap();
+    restored_dir
+}
+
+/// The server restored in `restored_dir`, started with its clock an hour back, replays the
+/// archived WAL and mints above every id in it (up to `largest`), saying it is behind its mark.
+fn the_restored_server_an_hour_back_mints_above_what_it_replayed(
+    restored_dir: std::path::PathBuf,
+    largest: i64,
+) {
     let mut restored = Cluster::existing(restored_dir);
     restored.use_faketime();
     restored.set_clock_offset(-3600);

@@ -157,14 +157,50 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
     let pair = Pair::up(21);
     let first = pair.primary().expect("a primary");
     let mut c = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).unwrap();
+    the_primary_has_a_table_events_and_a_synchronous_standby(&mut c);
+    let inserts = two_clients_insert_through_whichever_server_is_the_primary(&pair);
+    let other = patroni_promotes_the_replica_when_the_primarys_node_is_killed_and_the_load_goes_on(
+        &pair,
+        first,
+        &inserts.acked,
+    );
+    let acked = inserts.stop();
+    no_id_repeats_and_every_id_after_the_failover_is_above_those_before(&acked, first, other);
+    every_acknowledged_row_is_on_the_new_primary_all_of_worker_21(&pair, other, &acked);
+}
+
+/// Creates the extension and a table `events` keyed by `snowflake_nextval()` on the primary
+/// `c` is connected to, and waits for its synchronous standby.
+fn the_primary_has_a_table_events_and_a_synchronous_standby(c: &mut postgres::Client) {
     c.batch_execute(
         "CREATE EXTENSION snowflake_ext;
          CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int NOT NULL)",
     )
     .unwrap();
-    wait_for_synchronous_standby(&mut c);
+    wait_for_synchronous_standby(c);
+}
 
-    // Two clients insert through whichever server is the primary, reconnecting when it goes.
+/// Clients inserting into `events` on threads of their own until stopped.
+struct Inserts {
+    stop: Arc<AtomicBool>,
+    /// Each insert acknowledged: the node that acknowledged it and the row's id.
+    acked: Arc<Mutex<Vec<(usize, i64)>>>,
+    clients: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Inserts {
+    /// Stops the clients and returns every insert acknowledged.
+    fn stop(self) -> Vec<(usize, i64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        for client in self.clients {
+            client.join().unwrap();
+        }
+        std::mem::take(&mut *self.acked.lock().unwrap())
+    }
+}
+
+/// Two clients insert through whichever server is the primary, reconnecting when it goes.
+fn two_clients_insert_through_whichever_server_is_the_primary(pair: &Pair) -> Inserts {
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Arc<Mutex<Vec<(usize, i64)>>> = Arc::default();
     let conninfos = [pair.conninfo(0), pair.conninfo(1)];
@@ -193,7 +229,20 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
             })
         })
         .collect();
+    Inserts {
+        stop,
+        acked,
+        clients,
+    }
+}
 
+/// After 100 inserts, the node of the primary (`first`) is killed; Patroni promotes the
+/// replica and the load carries on on it, the new primary, which is returned.
+fn patroni_promotes_the_replica_when_the_primarys_node_is_killed_and_the_load_goes_on(
+    pair: &Pair,
+    first: usize,
+    acked: &Mutex<Vec<(usize, i64)>>,
+) -> usize {
     wait_until("100 inserts before the failover", PATIENCE, || {
         acked.lock().unwrap().len() > 100
     });
@@ -202,7 +251,6 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
     wait_until("Patroni to promote the replica", PATIENCE, || {
         pair.primary() == Some(other)
     });
-    // The load carries on on the new primary.
     wait_until("200 inserts on the new primary", PATIENCE, || {
         acked
             .lock()
@@ -212,12 +260,16 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
             .count()
             >= 200
     });
-    stop.store(true, Ordering::Relaxed);
-    for client in clients {
-        client.join().unwrap();
-    }
+    other
+}
 
-    let acked = acked.lock().unwrap();
+/// No id was acknowledged twice, and every id the new primary (`other`) acknowledged is above
+/// every id the old one (`first`) did.
+fn no_id_repeats_and_every_id_after_the_failover_is_above_those_before(
+    acked: &[(usize, i64)],
+    first: usize,
+    other: usize,
+) {
     let distinct: HashSet<i64> = acked.iter().map(|(_, id)| *id).collect();
     assert_eq!(distinct.len(), acked.len(), "an id was handed out twice");
     let max_before = acked
@@ -236,7 +288,15 @@ fn patroni_fails_over_under_an_insert_load_and_no_id_repeats() {
         min_after > max_before,
         "after the failover {min_after} is not above {max_before} from before it"
     );
-    // Synchronous mode: every insert the old primary acknowledged is on the new one.
+}
+
+/// Synchronous mode: every insert the old primary acknowledged is on the new one (`other`),
+/// and every row's id is of worker 21.
+fn every_acknowledged_row_is_on_the_new_primary_all_of_worker_21(
+    pair: &Pair,
+    other: usize,
+    acked: &[(usize, i64)],
+) {
     let mut c = postgres::Client::connect(&pair.conninfo(other), postgres::NoTls).unwrap();
     let ids: Vec<i64> = acked.iter().map(|(_, id)| *id).collect();
     let found: i64 = c
@@ -262,97 +322,20 @@ fn patroni_with_leased_worker_ids_fails_over_and_the_old_primary_brought_back_mi
     let registry = Cluster::new("ha-registry", &["shared_preload_libraries="]);
     registry.start();
     for synchronous in ["on", "off"] {
-        install_registry(&registry, "postgres");
-        let conninfo = format!(
-            "host=127.0.0.1 port={} dbname=postgres user=fleet connect_timeout=5",
-            registry.port
+        // `_c`, a session to the first primary, stays open to the end of the round.
+        let (pair, first, _c) = a_leasing_pair_with_a_table_events_on_both(&registry, synchronous);
+        let (before, mut all) = the_primary_mints(&pair, first);
+        let other = patroni_promotes_the_replica_which_mints_with_a_worker_id_of_its_own(
+            &pair,
+            first,
+            before,
+            synchronous,
+            &mut all,
         );
-        let pair = Pair::up_with(
-            &format!("patroni-leased-{synchronous}"),
-            "auto",
-            &[
-                ("SNOWFLAKE_REGISTRY", conninfo),
-                ("SNOWFLAKE_LEASE_TTL", "5s".into()),
-                ("PAIR_SYNCHRONOUS", synchronous.into()),
-            ],
-        );
-        let first = pair.primary().expect("a primary");
-        let mut c = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).unwrap();
-        c.batch_execute(
-            "CREATE EXTENSION IF NOT EXISTS snowflake_ext;
-             CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int NOT NULL)",
-        )
-        .unwrap();
-        if synchronous == "on" {
-            wait_for_synchronous_standby(&mut c);
-        }
-        // The replica has the table (and the extension) before the primary goes.
-        let replica = 1 - first;
-        wait_until("the replica to have the table", PATIENCE, || {
-            postgres::Client::connect(&pair.conninfo(replica), postgres::NoTls)
-                .and_then(|mut r| r.query_one("SELECT to_regclass('events') IS NOT NULL", &[]))
-                .is_ok_and(|r| r.get::<_, bool>(0))
-        });
-        let ids_on = |node: usize, n: i32| -> Vec<i64> {
-            let mut c = postgres::Client::connect(&pair.conninfo(node), postgres::NoTls).unwrap();
-            ids(
-                &mut c,
-                &format!(
-                    "INSERT INTO events (n) SELECT g FROM generate_series(1, {n}) g RETURNING id"
-                ),
-            )
-        };
-        let before = wait_for("the primary to mint", PATIENCE, || {
-            let mut c = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).ok()?;
-            c.query_one("SELECT snowflake_nextval()", &[])
-                .ok()
-                .map(|r| r.get::<_, i64>(0))
-        });
-        let mut all = ids_on(first, 5000);
-        all.push(before);
-        pair.kill(first);
-        let other = 1 - first;
-        wait_until("Patroni to promote the replica", PATIENCE, || {
-            pair.primary() == Some(other)
-        });
-        // The new primary mints, with a worker id the old one never had.
-        let after = wait_for("the new primary to mint", PATIENCE, || {
-            let mut c = postgres::Client::connect(&pair.conninfo(other), postgres::NoTls).ok()?;
-            c.query_one("SELECT snowflake_nextval()", &[])
-                .ok()
-                .map(|r| r.get::<_, i64>(0))
-        });
-        assert_ne!(
-            (after >> 12) & 1023,
-            (before >> 12) & 1023,
-            "synchronous = {synchronous}"
-        );
-        all.push(after);
-        all.extend(ids_on(other, 5000));
-        // Split brain: the old primary started by hand as a primary, once the registry has
-        // recorded that a promoted standby replaced it. It mints nothing.
         let mut reg = registry.connect();
-        wait_until("the old primary superseded", PATIENCE, || {
-            reg.query_one(
-                "SELECT count(*) > 0 FROM snowflake_registry.superseded WHERE port = $1",
-                &[&(pair.pg[first] as i32)],
-            )
-            .unwrap()
-            .get(0)
-        });
-        pair.start_without_patroni(first);
-        let mut old = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).unwrap();
-        assert!(!old.scalar::<bool>("SELECT pg_is_in_recovery()"));
-        wait_for_standing_of(&mut old, "superseded");
-        let e = error_of(&mut old, "SELECT snowflake_nextval()");
-        assert_eq!(e.code, "55000", "{e:?}");
-        all.extend(ids_on(other, 2000));
-        let distinct: HashSet<i64> = all.iter().copied().collect();
-        assert_eq!(
-            distinct.len(),
-            all.len(),
-            "an id was handed out twice (synchronous = {synchronous})"
-        );
+        the_registry_records_the_old_primary_superseded(&mut reg, &pair, first);
+        let old = the_old_primary_started_by_hand_as_a_primary_mints_nothing(&pair, first);
+        no_id_was_handed_out_twice(&pair, other, all, synchronous);
         drop(old);
         drop(pair);
         // The next pair starts from a clean registry.
@@ -361,4 +344,142 @@ fn patroni_with_leased_worker_ids_fails_over_and_the_old_primary_brought_back_mi
             .batch_execute("DROP SCHEMA IF EXISTS snowflake_registry CASCADE")
             .unwrap();
     }
+}
+
+/// The registry installed, a pair leasing its worker ids from it (`synchronous` on or off)
+/// with a table `events` keyed by `snowflake_nextval()`, which the replica has too. Returns the
+/// pair, the primary's node and a session to it.
+fn a_leasing_pair_with_a_table_events_on_both(
+    registry: &Cluster,
+    synchronous: &str,
+) -> (Pair, usize, postgres::Client) {
+    install_registry(registry, "postgres");
+    let conninfo = format!(
+        "host=127.0.0.1 port={} dbname=postgres user=fleet connect_timeout=5",
+        registry.port
+    );
+    let pair = Pair::up_with(
+        &format!("patroni-leased-{synchronous}"),
+        "auto",
+        &[
+            ("SNOWFLAKE_REGISTRY", conninfo),
+            ("SNOWFLAKE_LEASE_TTL", "5s".into()),
+            ("PAIR_SYNCHRONOUS", synchronous.into()),
+        ],
+    );
+    let first = pair.primary().expect("a primary");
+    let mut c = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).unwrap();
+    c.batch_execute(
+        "CREATE EXTENSION IF NOT EXISTS snowflake_ext;
+         CREATE TABLE events (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int NOT NULL)",
+    )
+    .unwrap();
+    if synchronous == "on" {
+        wait_for_synchronous_standby(&mut c);
+    }
+    // The replica has the table (and the extension) before the primary goes.
+    let replica = 1 - first;
+    wait_until("the replica to have the table", PATIENCE, || {
+        postgres::Client::connect(&pair.conninfo(replica), postgres::NoTls)
+            .and_then(|mut r| r.query_one("SELECT to_regclass('events') IS NOT NULL", &[]))
+            .is_ok_and(|r| r.get::<_, bool>(0))
+    });
+    (pair, first, c)
+}
+
+/// The ids of `n` rows inserted into `events` on `node`.
+fn ids_on(pair: &Pair, node: usize, n: i32) -> Vec<i64> {
+    let mut c = postgres::Client::connect(&pair.conninfo(node), postgres::NoTls).unwrap();
+    ids(
+        &mut c,
+        &format!("INSERT INTO events (n) SELECT g FROM generate_series(1, {n}) g RETURNING id"),
+    )
+}
+
+/// The primary (`first`) mints, once it has leased a worker id: one id alone, then 5000 rows.
+/// Returns that first id and all of them.
+fn the_primary_mints(pair: &Pair, first: usize) -> (i64, Vec<i64>) {
+    let before = wait_for("the primary to mint", PATIENCE, || {
+        let mut c = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).ok()?;
+        c.query_one("SELECT snowflake_nextval()", &[])
+            .ok()
+            .map(|r| r.get::<_, i64>(0))
+    });
+    let mut all = ids_on(pair, first, 5000);
+    all.push(before);
+    (before, all)
+}
+
+/// The primary's node (`first`) killed, Patroni promotes the replica, and the new primary
+/// mints, with a worker id the old one (which minted `before`) never had; what it mints is
+/// added to `all`. Returns the new primary's node.
+fn patroni_promotes_the_replica_which_mints_with_a_worker_id_of_its_own(
+    pair: &Pair,
+    first: usize,
+    before: i64,
+    synchronous: &str,
+    all: &mut Vec<i64>,
+) -> usize {
+    pair.kill(first);
+    let other = 1 - first;
+    wait_until("Patroni to promote the replica", PATIENCE, || {
+        pair.primary() == Some(other)
+    });
+    let after = wait_for("the new primary to mint", PATIENCE, || {
+        let mut c = postgres::Client::connect(&pair.conninfo(other), postgres::NoTls).ok()?;
+        c.query_one("SELECT snowflake_nextval()", &[])
+            .ok()
+            .map(|r| r.get::<_, i64>(0))
+    });
+    assert_ne!(
+        (after >> 12) & 1023,
+        (before >> 12) & 1023,
+        "synchronous = {synchronous}"
+    );
+    all.push(after);
+    all.extend(ids_on(pair, other, 5000));
+    other
+}
+
+/// The registry (through `reg`) records that a promoted standby replaced the old primary
+/// (`first`).
+fn the_registry_records_the_old_primary_superseded(
+    reg: &mut postgres::Client,
+    pair: &Pair,
+    first: usize,
+) {
+    wait_until("the old primary superseded", PATIENCE, || {
+        reg.query_one(
+            "SELECT count(*) > 0 FROM snowflake_registry.superseded WHERE port = $1",
+            &[&(pair.pg[first] as i32)],
+        )
+        .unwrap()
+        .get(0)
+    });
+}
+
+/// Split brain: the old primary (`first`) started by hand as a primary, once the registry has
+/// recorded that a promoted standby replaced it. It mints nothing. Returns a session to it.
+fn the_old_primary_started_by_hand_as_a_primary_mints_nothing(
+    pair: &Pair,
+    first: usize,
+) -> postgres::Client {
+    pair.start_without_patroni(first);
+    let mut old = postgres::Client::connect(&pair.conninfo(first), postgres::NoTls).unwrap();
+    assert!(!old.scalar::<bool>("SELECT pg_is_in_recovery()"));
+    wait_for_standing_of(&mut old, "superseded");
+    let e = error_of(&mut old, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    old
+}
+
+/// 2000 more rows on the new primary (`other`), and no id among them and `all` twice.
+fn no_id_was_handed_out_twice(pair: &Pair, other: usize, mut all: Vec<i64>, synchronous: &str) {
+    all.extend(ids_on(pair, other, 2000));
+    let distinct: HashSet<i64> = all.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        all.len(),
+        "an id was handed out twice (synchronous = {synchronous})"
+    );
 }

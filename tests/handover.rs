@@ -326,12 +326,37 @@ fn the_fleets_role_knowing_a_holders_identity_boot_and_fence_can_neither_take_no
         &["snowflake.worker_range=7"],
     );
     assert_eq!(leased(&victim), 7);
-    // Everything the registry knows of the holder but its secret (which only its data
-    // directory holds): its identity, this start's boot, its machine run, its fence. The
-    // victim's keeper is stopped meanwhile, so that the fence stays the one read.
+    // The victim's keeper is stopped meanwhile, so that the fence stays the one read.
     let keeper = keeper_pid(&victim);
     signal(&keeper, "-STOP");
     let mut r = registry.connect();
+    let holder = what_the_registry_knows_of_the_holder_of_7(&mut r);
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    posing_as_an_earlier_start_of_the_holder_gets_no_lease_at_once(&mut fleet, &holder);
+    giving_back_or_renewing_in_the_holders_name_is_refused_and_changes_nothing(
+        &mut fleet, &mut r, &holder,
+    );
+    signal(&keeper, "-CONT");
+    the_victim_renews_as_before_and_mints(&victim, &mut r, holder.fence);
+}
+
+/// Everything the registry knows of a holder but its secret (which only its data directory
+/// holds): its identity, this start's boot, its machine run, its fence.
+struct Holder {
+    sysid: String,
+    host: String,
+    port: i32,
+    dir: String,
+    boot: String,
+    host_run: String,
+    fence: i64,
+}
+
+/// A secret that is not the holder's.
+const FORGED_SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+/// What the registry (through `r`) knows of the holder of worker id 7.
+fn what_the_registry_knows_of_the_holder_of_7(r: &mut postgres::Client) -> Holder {
     let row = r
         .query_one(
             "SELECT system_identifier, host, port, data_directory, boot, host_run, fence
@@ -339,40 +364,44 @@ fn the_fleets_role_knowing_a_holders_identity_boot_and_fence_can_neither_take_no
             &[],
         )
         .unwrap();
-    let (sysid, host, port, dir, boot, host_run, fence): (
-        String,
-        String,
-        i32,
-        String,
-        String,
-        String,
-        i64,
-    ) = (
-        row.get(0),
-        row.get(1),
-        row.get(2),
-        row.get(3),
-        row.get(4),
-        row.get(5),
-        row.get(6),
-    );
-    let forged_secret = "0123456789abcdef0123456789abcdef";
-    let mut fleet = connect_as(&registry, "postgres", "fleet");
-    // Posing as an earlier start of the holder on its machine run: no lease at once.
+    Holder {
+        sysid: row.get(0),
+        host: row.get(1),
+        port: row.get(2),
+        dir: row.get(3),
+        boot: row.get(4),
+        host_run: row.get(5),
+        fence: row.get(6),
+    }
+}
+
+/// Posing as an earlier start of the holder on its machine run: no lease at once.
+fn posing_as_an_earlier_start_of_the_holder_gets_no_lease_at_once(
+    fleet: &mut postgres::Client,
+    h: &Holder,
+) {
     let claimed: String = fleet
         .query_one(
             "SELECT outcome FROM snowflake_registry.claim($1, $2, $3, $4, 'an-earlier-start', $5, $6, 1,
                      7, 7, true, 5000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
-            &[&sysid, &host, &port, &dir, &host_run, &forged_secret],
+            &[&h.sysid, &h.host, &h.port, &h.dir, &h.host_run, &FORGED_SECRET],
         )
         .unwrap()
         .get(0);
     assert_eq!(claimed, "wait");
-    // Giving it back, or renewing it, in the holder's name: refused, nothing changes.
+}
+
+/// Giving the lease back, or renewing it, in the holder's name: refused, nothing changes (the
+/// registry, through `r`, still has the fence read and the lease not released).
+fn giving_back_or_renewing_in_the_holders_name_is_refused_and_changes_nothing(
+    fleet: &mut postgres::Client,
+    r: &mut postgres::Client,
+    h: &Holder,
+) {
     let released: String = fleet
         .query_one(
             "SELECT outcome FROM snowflake_registry.release($1, $2, $3, $4, $5, $6, 7, $7, 0, NULL, NULL)",
-            &[&sysid, &host, &port, &dir, &boot, &forged_secret, &fence],
+            &[&h.sysid, &h.host, &h.port, &h.dir, &h.boot, &FORGED_SECRET, &h.fence],
         )
         .unwrap()
         .get(0);
@@ -381,7 +410,7 @@ fn the_fleets_role_knowing_a_holders_identity_boot_and_fence_can_neither_take_no
         .query_one(
             "SELECT outcome FROM snowflake_registry.renew($1, $2, $3, $4, $5, $6, 1, 7, $7, 1, 0, 5000,
                      (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL)",
-            &[&sysid, &host, &port, &dir, &boot, &forged_secret, &fence],
+            &[&h.sysid, &h.host, &h.port, &h.dir, &h.boot, &FORGED_SECRET, &h.fence],
         )
         .unwrap()
         .get(0);
@@ -395,14 +424,17 @@ fn the_fleets_role_knowing_a_holders_identity_boot_and_fence_can_neither_take_no
             .unwrap();
         (row.get(0), row.get(1))
     };
-    assert_eq!((still_fence, released_at_null), (fence, true));
-    signal(&keeper, "-CONT");
-    // The victim renews as before (its claim-in-waiting by the poser is cleared) and mints.
+    assert_eq!((still_fence, released_at_null), (h.fence, true));
+}
+
+/// The victim renews as before, past `fence` (its claim-in-waiting by the poser is cleared),
+/// and mints with worker id 7.
+fn the_victim_renews_as_before_and_mints(victim: &Cluster, r: &mut postgres::Client, fence: i64) {
     wait_until("a renewal by the victim", PATIENCE, || {
         r.scalar::<i64>("SELECT fence FROM snowflake_registry.leases WHERE worker = 7") > fence
     });
-    assert_eq!(leased(&victim), 7);
-    assert!(mint(&victim, 100).iter().all(|&id| worker_of(id) == 7));
+    assert_eq!(leased(victim), 7);
+    assert!(mint(victim, 100).iter().all(|&id| worker_of(id) == 7));
 }
 
 #[test]
@@ -551,32 +583,60 @@ fn a_lease_ttl_raised_by_reload_reaches_the_registry_at_the_next_renewal_without
 #[test]
 fn a_standby_promoted_with_a_short_ttl_supersedes_its_primary_only_once_the_primarys_own_lease_ended(
 ) {
-    let registry = registry("handover-standby-registry");
-    registry
-        .connect()
-        .batch_execute("SELECT snowflake_registry.set_limits(interval '20 s')")
-        .unwrap();
+    let registry = a_registry_whose_leases_may_last_20_s();
     let primary = leasing_server(
         "handover-standby-primary",
         &registry,
         &["snowflake.lease_ttl=20s"],
     );
     let worker = leased(&primary);
+    let standby = its_standby_with_a_5_s_ttl_caught_up(&primary);
+    the_standby_promoted_beside_its_healthy_primary_leases_a_worker_id_of_its_own(&standby, worker);
+    let on_primary = Minter::start(primary.conninfo("postgres"), 100);
+    let on_standby = Minter::start(standby.conninfo("postgres"), 100);
+    let mut r = registry.connect();
+    the_primary_renewing_its_lease_is_not_superseded(&mut r, worker);
+    the_primary_dead_is_superseded_only_once_its_own_lease_ended(&primary, &mut r);
+    let a = on_primary.finish();
+    let b = on_standby.finish();
+    assert_one_holder_at_a_time(&[("primary", &a), ("promoted standby", &b)], SLACK);
+}
+
+/// A registry whose lock-delay, the longest lease a server may take, is 20 s.
+fn a_registry_whose_leases_may_last_20_s() -> Cluster {
+    let registry = registry("handover-standby-registry");
+    registry
+        .connect()
+        .batch_execute("SELECT snowflake_registry.set_limits(interval '20 s')")
+        .unwrap();
+    registry
+}
+
+/// A standby of `primary` that would lease for 5 s, started and caught up.
+fn its_standby_with_a_5_s_ttl_caught_up(primary: &Cluster) -> Cluster {
     let standby = Cluster::standby_of(
-        &primary,
+        primary,
         "handover-standby-standby",
         &["snowflake.lease_ttl=5s"],
     );
     standby.start();
-    standby.wait_caught_up(&primary);
-    // Promoted while its primary is healthy (an operator's mistake): it leases a worker id of
-    // its own, and the primary, renewing, is not superseded.
+    standby.wait_caught_up(primary);
+    standby
+}
+
+/// Promoted while its primary (holding `worker`) is healthy (an operator's mistake), the
+/// standby leases a worker id of its own.
+fn the_standby_promoted_beside_its_healthy_primary_leases_a_worker_id_of_its_own(
+    standby: &Cluster,
+    worker: i32,
+) {
     standby.promote();
-    let promoted_worker = leased(&standby);
+    let promoted_worker = leased(standby);
     assert_ne!(promoted_worker, worker);
-    let on_primary = Minter::start(primary.conninfo("postgres"), 100);
-    let on_standby = Minter::start(standby.conninfo("postgres"), 100);
-    let mut r = registry.connect();
+}
+
+/// The primary, renewing its lease on `worker` three times, is not superseded.
+fn the_primary_renewing_its_lease_is_not_superseded(r: &mut postgres::Client, worker: i32) {
     let renewals: i64 = r
         .query_one(
             "SELECT fence FROM snowflake_registry.leases WHERE worker = $1",
@@ -595,7 +655,14 @@ fn a_standby_promoted_with_a_short_ttl_supersedes_its_primary_only_once_the_prim
     });
     let superseded: i64 = r.scalar("SELECT count(*) FROM snowflake_registry.superseded");
     assert_eq!(superseded, 0, "a healthy primary was superseded");
-    // The primary dies: superseded once its own lease (20 s) has ended, not before.
+}
+
+/// The primary dies: the registry (through `r`) records it superseded once its own lease
+/// (20 s) has ended, not before.
+fn the_primary_dead_is_superseded_only_once_its_own_lease_ended(
+    primary: &Cluster,
+    r: &mut postgres::Client,
+) {
     primary.kill_postmaster();
     wait_until("the primary superseded", PATIENCE, || {
         r.scalar("SELECT count(*) > 0 FROM snowflake_registry.superseded")
@@ -605,9 +672,6 @@ fn a_standby_promoted_with_a_short_ttl_supersedes_its_primary_only_once_the_prim
                JOIN snowflake_registry.leases l ON l.worker = s.worker",
     );
     assert!(ended_first, "superseded before its lease ended");
-    let a = on_primary.finish();
-    let b = on_standby.finish();
-    assert_one_holder_at_a_time(&[("primary", &a), ("promoted standby", &b)], SLACK);
 }
 
 /// A copy of a server started beside it with the same identity (as a VM snapshot booted

@@ -109,19 +109,30 @@ fn an_ordinary_role_mints_only_with_the_configured_worker() {
 #[test]
 fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_stall_it() {
     let cluster = server("priv-ahead");
-    // Four clients take a million ids a call, the cheapest way there is (in the select list:
-    // taken in one step, one row produced), until they have pushed the worker over a
-    // second ahead of the clock, then for PRESSED calls more against the bound. Counted in
-    // calls, not seconds: the worker gets there however slow the machine.
+    let mut admin = cluster.connect();
+    four_clients_taking_all_they_can_never_push_the_worker_past_max_ahead(&cluster, &mut admin);
+    // `_app`, the session that inserted, stays open to the end.
+    let _app = after_a_clock_step_back_of_an_hour_inserts_go_on_without_waiting(&cluster);
+    a_batch_larger_than_max_ahead_can_hold_is_an_error_not_a_wait(&cluster);
+}
+
+/// Four clients take a million ids a call, the cheapest way there is (in the select list:
+/// taken in one step, one row produced), until they have pushed the worker over a second ahead
+/// of the clock, then for PRESSED calls more against the bound. Counted in calls, not seconds:
+/// the worker gets there however slow the machine. It never runs further ahead than
+/// `snowflake.max_ahead` (2 s), as `admin` sees.
+fn four_clients_taking_all_they_can_never_push_the_worker_past_max_ahead(
+    cluster: &Cluster,
+    admin: &mut postgres::Client,
+) {
     const PRESSED: u32 = 12;
     let stop = AtomicBool::new(false);
     let calls = AtomicU32::new(0);
-    let mut admin = cluster.connect();
     let mut worst = 0;
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {
-                let mut c = connect_as(&cluster, "app");
+                let mut c = connect_as(cluster, "app");
                 while !stop.load(Relaxed) {
                     c.query_one("SELECT snowflake_nextval_batch(1000000) LIMIT 1", &[])
                         .unwrap();
@@ -133,7 +144,7 @@ fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_st
             "the clients to push the worker over a second ahead",
             PATIENCE,
             || {
-                worst = worst.max(ahead_ms(&mut admin));
+                worst = worst.max(ahead_ms(admin));
                 worst > 1000
             },
         );
@@ -142,24 +153,28 @@ fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_st
             &format!("{PRESSED} more calls against the bound"),
             PATIENCE,
             || {
-                worst = worst.max(ahead_ms(&mut admin));
+                worst = worst.max(ahead_ms(admin));
                 calls.load(Relaxed) >= target
             },
         );
         stop.store(true, Relaxed);
     });
-    worst = worst.max(ahead_ms(&mut admin));
+    worst = worst.max(ahead_ms(admin));
     assert!(
         worst <= 2000 + 5,
         "the worker ran {worst} ms ahead, past snowflake.max_ahead = 2 s"
     );
+}
 
-    // The clock steps back an hour: inserts go on at once, never waiting for the clock (which
-    // would take an hour) or for anything else.
+/// The clock steps back an hour: inserts go on at once, never waiting for the clock (which
+/// would take an hour) or for anything else. Returns the session of `app` that inserted.
+fn after_a_clock_step_back_of_an_hour_inserts_go_on_without_waiting(
+    cluster: &Cluster,
+) -> postgres::Client {
     cluster.set_clock_offset(-3600);
-    let mut app = connect_as(&cluster, "app");
+    let mut app = connect_as(cluster, "app");
     let pid: i32 = app.scalar("SELECT pg_backend_pid()");
-    let (all, waits) = extension_waits(&cluster, pid, || {
+    let (all, waits) = extension_waits(cluster, pid, || {
         let mut all = Vec::new();
         for i in 0..300 {
             let id: i64 = app
@@ -176,10 +191,13 @@ fn demand_never_pushes_a_worker_past_max_ahead_and_a_clock_step_back_does_not_st
         waits, 0,
         "inserts were seen waiting after the clock stepped back"
     );
+    app
+}
 
-    // A batch larger than the bound can ever hold is an error, not a wait.
+/// A batch larger than the bound can ever hold is an error, not a wait.
+fn a_batch_larger_than_max_ahead_can_hold_is_an_error_not_a_wait(cluster: &Cluster) {
     cluster.set_and_reload("snowflake.max_ahead", "100ms");
-    let mut app = connect_as(&cluster, "app");
+    let mut app = connect_as(cluster, "app");
     let e = error_of(
         &mut app,
         "SELECT count(*) FROM snowflake_nextval_batch(1000000)",
@@ -214,12 +232,27 @@ const SIXTY_SEVEN_YEARS_S: i64 = 67 * 365 * 86_400;
 #[test]
 fn a_far_future_clock_glitch_is_held_and_a_longer_one_is_rewound() {
     let cluster = server("priv-glitch");
-    let before = insert_for(&cluster, 300);
-    // Two seconds at +67 years, then back: ids never leave the right time.
+    let all = a_glitch_of_two_seconds_67_years_ahead_is_held_and_logged(&cluster);
+    // `_app`, the session that minted them, stays open to the end.
+    let (glitch, _app) = a_jump_of_67_years_is_held_for_10_s_then_followed(&cluster);
+    let stuck =
+        once_followed_the_ids_stay_67_years_ahead_when_the_clock_is_set_right(&cluster, &glitch);
+    let mut admin = cluster.connect();
+    let rewound = the_operator_rewinds_the_worker(&mut admin);
+    after_the_rewind_ids_are_of_now_and_outside_the_reserved_range(
+        &cluster, &mut admin, rewound, all, &glitch, &stuck,
+    );
+    the_reservation_survives_a_restart(&cluster, rewound);
+}
+
+/// Two seconds at +67 years, then back: ids never leave the right time, and the jump and the
+/// return are logged. Returns the ids made before, during and after.
+fn a_glitch_of_two_seconds_67_years_ahead_is_held_and_logged(cluster: &Cluster) -> Vec<i64> {
+    let before = insert_for(cluster, 300);
     cluster.set_clock_offset(SIXTY_SEVEN_YEARS_S);
-    let during = insert_for(&cluster, 2000);
+    let during = insert_for(cluster, 2000);
     cluster.set_clock_offset(0);
-    let after = insert_for(&cluster, 300);
+    let after = insert_for(cluster, 300);
     let now = unix_ms_now();
     for t in times(&during).iter().chain(&times(&after)) {
         assert!(
@@ -227,7 +260,7 @@ fn a_far_future_clock_glitch_is_held_and_a_longer_one_is_rewound() {
             "an id carries {t}, far from {now}"
         );
     }
-    let mut all: Vec<i64> = [before, during, after].concat();
+    let all: Vec<i64> = [before, during, after].concat();
     assert_strictly_increasing(&all);
     let log = cluster.log();
     assert!(
@@ -235,13 +268,19 @@ fn a_far_future_clock_glitch_is_held_and_a_longer_one_is_rewound() {
         "{log}"
     );
     assert!(log.contains("came back after jumping forward"), "{log}");
+    all
+}
 
-    // +67 years until the worker follows: a jump is held for 10 s of real time, then taken
-    // as real. Inserts go on every 25 ms until one carries the far time; those made within
-    // the first 9.5 s (counted from before the jump) keep the right time.
+/// +67 years until the worker follows: a jump is held for 10 s of real time, then taken as
+/// real. Inserts go on every 25 ms until one carries the far time; those made within the first
+/// 9.5 s (counted from before the jump) keep the right time. Returns those ids and the session
+/// of `app` that made them.
+fn a_jump_of_67_years_is_held_for_10_s_then_followed(
+    cluster: &Cluster,
+) -> (Vec<i64>, postgres::Client) {
     let jumped = Instant::now();
     cluster.set_clock_offset(SIXTY_SEVEN_YEARS_S);
-    let mut app = connect_as(&cluster, "app");
+    let mut app = connect_as(cluster, "app");
     let mut glitch = Vec::new();
     wait_until("the worker to follow the jump", PATIENCE, || {
         let id: i64 = app.scalar("INSERT INTO orders (v) VALUES (0) RETURNING id");
@@ -254,9 +293,18 @@ fn a_far_future_clock_glitch_is_held_and_a_longer_one_is_rewound() {
         );
         !held
     });
+    (glitch, app)
+}
+
+/// The clock set right again, the worker, having followed the jump (`glitch`), says so in the
+/// log and goes on minting 67 years ahead. Returns the ids it made so.
+fn once_followed_the_ids_stay_67_years_ahead_when_the_clock_is_set_right(
+    cluster: &Cluster,
+    glitch: &[i64],
+) -> Vec<i64> {
     cluster.set_clock_offset(0);
     assert!(
-        times(&glitch)
+        times(glitch)
             .iter()
             .any(|t| t - unix_ms_now() > 60 * 86_400_000),
         "the worker never followed the jump"
@@ -264,17 +312,34 @@ fn a_far_future_clock_glitch_is_held_and_a_longer_one_is_rewound() {
     assert!(cluster
         .log()
         .contains("follows the system clock, which jumped forward"));
-    let stuck = insert_for(&cluster, 200);
+    let stuck = insert_for(cluster, 200);
     assert!(times(&stuck)
         .iter()
         .all(|t| t - unix_ms_now() > 60 * 86_400_000));
-    // The operator action: snowflake_rewind, once the clock is right.
-    let mut admin = cluster.connect();
+    stuck
+}
+
+/// The operator action: snowflake_rewind, once the clock is right. Returns the next id and
+/// the range it reserved.
+fn the_operator_rewinds_the_worker(admin: &mut postgres::Client) -> (i64, i64, i64) {
     let row = admin
         .query_one("SELECT * FROM snowflake_rewind($1)", &[&WORKER])
         .unwrap();
-    let (next, reserved_from, reserved_to): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
-    let fresh = insert_for(&cluster, 500);
+    (row.get(0), row.get(1), row.get(2))
+}
+
+/// After the rewind, ids carry the right time again and fall between every earlier id below
+/// the reserved range and that range, which holds every id made ahead of the clock (`glitch`,
+/// `stuck`); the worker is no longer rewindable.
+fn after_the_rewind_ids_are_of_now_and_outside_the_reserved_range(
+    cluster: &Cluster,
+    admin: &mut postgres::Client,
+    (next, reserved_from, reserved_to): (i64, i64, i64),
+    mut all: Vec<i64>,
+    glitch: &[i64],
+    stuck: &[i64],
+) {
+    let fresh = insert_for(cluster, 500);
     let now = unix_ms_now();
     for t in times(&fresh) {
         assert!(
@@ -283,8 +348,8 @@ fn a_far_future_clock_glitch_is_held_and_a_longer_one_is_rewound() {
         );
     }
     assert!(fresh[0] >= next);
-    all.extend(&glitch);
-    all.extend(&stuck);
+    all.extend(glitch);
+    all.extend(stuck);
     let earlier_max = *all.iter().filter(|&&id| id < reserved_from).max().unwrap();
     for id in &fresh {
         assert!(
@@ -295,7 +360,7 @@ fn a_far_future_clock_glitch_is_held_and_a_longer_one_is_rewound() {
     }
     assert!(glitch
         .iter()
-        .chain(&stuck)
+        .chain(stuck)
         .filter(|&&id| id > earlier_max)
         .all(|id| (reserved_from..=reserved_to).contains(id)));
     let rewindable: bool = admin
@@ -306,7 +371,13 @@ fn a_far_future_clock_glitch_is_held_and_a_longer_one_is_rewound() {
         .unwrap()
         .get(0);
     assert!(!rewindable);
-    // The reservation survives a restart.
+}
+
+/// The reservation the rewind made survives a restart.
+fn the_reservation_survives_a_restart(
+    cluster: &Cluster,
+    (_, reserved_from, reserved_to): (i64, i64, i64),
+) {
     cluster.stop();
     cluster.start();
     let persisted: (i64, i64) = {

@@ -173,12 +173,8 @@ fn largest_id(table: pg_sys::Oid) -> i64 {
         .unwrap_or(0)
 }
 
-// pgrx would declare the argument as oid[]; a regclass[] reads better and is stored the same.
-pgrx::extension_sql!(
-    r#"
-CREATE FUNCTION snowflake_restore_mark(tables regclass[]) RETURNS bigint
-VOLATILE PARALLEL UNSAFE
-LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_restore_mark_from_wrapper';
-"#,
+// Declared in sql/install/restore_mark_tables.sql: pgrx would make the argument an oid[].
+pgrx::extension_sql_file!(
+    "../../sql/install/restore_mark_tables.sql",
     name = "snowflake_restore_mark_from_tables"
 );

@@ -163,11 +163,9 @@ fn snowflake_status() -> TableIterator<
     ))
 }
 
-pgrx::extension_sql!(
-    r#"
-CREATE VIEW snowflake_stats AS SELECT * FROM snowflake_stats();
-COMMENT ON VIEW snowflake_stats IS 'Per worker id: ids issued since the server started, the last id, how far the time field runs ahead of the clock, clock steps back and forward jumps seen, time borrowed on overflow, the high-water mark, whether a followed forward jump can be rewound, and rows that arrived by replication carrying this worker id (counted by the replication guard).';
-"#,
+// The snowflake_stats view over snowflake_stats(): sql/install/stats_view.sql.
+pgrx::extension_sql_file!(
+    "../../sql/install/stats_view.sql",
     name = "snowflake_stats_view",
     requires = [snowflake_worker_stats]
 );

@@ -101,15 +101,8 @@ fn snowflake_id_columns(
     )
 }
 
-// pgrx would declare the argument as oid; a regclass reads better and is stored the same.
-pgrx::extension_sql!(
-    r#"
-CREATE FUNCTION snowflake_id_columns(tbl regclass)
-RETURNS TABLE(col text, type text, readable boolean)
-STABLE STRICT PARALLEL SAFE
-LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_id_columns_wrapper';
-COMMENT ON FUNCTION snowflake_id_columns(regclass) IS
-    'The columns of a table that hold snowflake ids: those whose default calls snowflake_nextval (readable: of type bigint or snowflake), else its one-column bigint or snowflake primary key without a default. snowflake_restore_mark(tables) and snowflake_guard use it.';
-"#,
+// Declared in sql/install/id_columns.sql: pgrx would make the argument an oid.
+pgrx::extension_sql_file!(
+    "../../sql/install/id_columns.sql",
     name = "snowflake_id_columns_declaration"
 );

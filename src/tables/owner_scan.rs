@@ -118,13 +118,8 @@ fn snowflake_column_max(tbl: pg_sys::Oid, col: &str) -> Option<i64> {
     largest(tbl, col)
 }
 
-pgrx::extension_sql!(
-    r#"
-CREATE FUNCTION snowflake_column_max(tbl regclass, col text) RETURNS bigint
-VOLATILE STRICT PARALLEL UNSAFE
-LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_column_max_wrapper';
-COMMENT ON FUNCTION snowflake_column_max(regclass, text) IS
-    'The largest value of a bigint column, read with the table owner''s rights in a security-restricted operation (used by snowflake_adopt); only the owner or a superuser may call it.';
-"#,
+// The declaration, with a regclass argument: sql/install/column_max.sql.
+pgrx::extension_sql_file!(
+    "../../sql/install/column_max.sql",
     name = "snowflake_column_max_declaration"
 );

@@ -13,23 +13,9 @@
 //! * Everything else (decoding, composing, `snowflake_lastval`, `snowflake_worker_id`,
 //!   `snowflake_adopt`, which checks table ownership itself) stays with PUBLIC.
 
-pgrx::extension_sql!(
-    r#"
-REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_nextval(integer) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_nextval_batch(integer, integer) FROM PUBLIC;
-
-REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_stats() FROM PUBLIC;
-REVOKE ALL ON @extschema@.snowflake_stats FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_status() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION @extschema@.snowflake_stats() TO pg_monitor;
-GRANT SELECT ON @extschema@.snowflake_stats TO pg_monitor;
-GRANT EXECUTE ON FUNCTION @extschema@.snowflake_status() TO pg_monitor;
-
-REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_restore_mark(bigint) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_restore_mark(integer, bigint) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_restore_mark(regclass[]) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_rewind(integer) FROM PUBLIC;
-"#,
+// The revokes and grants, run last (finalize): sql/install/privileges.sql.
+pgrx::extension_sql_file!(
+    "../../sql/install/privileges.sql",
     name = "privileges",
     finalize
 );
