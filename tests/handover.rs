@@ -107,6 +107,68 @@ fn a_registry_restored_from_an_older_copy_while_its_holder_mints_is_refused_and_
     assert_one_holder_at_a_time(&[("holder", &holding), ("waiter", &waiting)], SLACK);
 }
 
+/// The boot (one start of the server) that the registry names as the holder of `worker`.
+fn holder_boot(registry: &Cluster, worker: i32) -> Option<String> {
+    registry.connect().scalar(&format!(
+        "SELECT boot FROM snowflake_registry.leases WHERE worker = {worker}"
+    ))
+}
+
+/// The nemesis found this: a server killed and started again, then a registry restored from a
+/// copy taken before the kill, which names the killed start as the holder. That start's lease
+/// ran out long ago (the new start claimed only once it had): no proof of a copy, and the
+/// server must not stop for good as one; it claims again.
+#[test]
+fn a_server_killed_then_met_by_a_registry_restored_from_before_is_not_taken_for_a_copy_of_itself() {
+    let mut registry = registry("handover-crash-restore-registry");
+    let server = leasing_server(
+        "handover-crash-restore-server",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
+    );
+    assert_eq!(leased(&server), 7);
+    let mut all = mint(&server, 100);
+    let killed = holder_boot(&registry, 7).expect("a holder of worker 7");
+    let mut copy = copy_of(&registry, "handover-crash-restore-copy");
+    server.kill_postmaster();
+    server.start();
+    wait_until("the new start to hold worker 7", PATIENCE, || {
+        holder_boot(&registry, 7).is_some_and(|b| b != killed)
+    });
+    assert_eq!(leased(&server), 7);
+    all.extend(mint(&server, 100));
+    restore(&registry, &mut copy);
+    std::mem::swap(&mut registry, &mut copy);
+    assert_eq!(holder_boot(&registry, 7).as_deref(), Some(killed.as_str()));
+    // The server meets the restored registry (which may freeze, having gone back in time, and
+    // is then recovered by its administrator): it holds worker 7 there again, never stopping
+    // as a copy of itself.
+    let mut c = server.connect();
+    let mut r = registry.connect();
+    wait_until(
+        "the server to hold worker 7 in the restored registry",
+        PATIENCE,
+        || {
+            let status = registry_status(&mut c);
+            assert!(
+                !status.starts_with("duplicate"),
+                "the server took itself for a copy: {status}"
+            );
+            if r.scalar::<bool>("SELECT frozen_at IS NOT NULL FROM snowflake_registry.config") {
+                r.batch_execute("SELECT snowflake_registry.recover()")
+                    .unwrap();
+            }
+            holder_boot(&registry, 7).is_some_and(|b| b != killed)
+        },
+    );
+    let mut c = server.connect();
+    wait_until("the server to mint again", PATIENCE, || {
+        c.query_one("SELECT snowflake_nextval()", &[]).is_ok()
+    });
+    all.extend(mint(&server, 100));
+    assert_no_duplicates(&all);
+}
+
 #[test]
 fn a_claimer_whose_clock_is_an_hour_behind_the_registrys_is_refused_until_it_is_set_right() {
     // The registry's clock an hour ahead, rather than the server's an hour behind: on

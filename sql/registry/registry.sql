@@ -647,8 +647,13 @@ BEGIN
     END IF;
     RETURN a;
   END IF;
-  IF holder = me AND r.released_at IS NULL AND NOT r.elsewhere THEN
-    -- This server's identity holds it, but not this start, or not with this fence: a copy.
+  IF holder = me AND r.released_at IS NULL AND NOT r.elsewhere
+     AND (r.boot = p_boot OR r.expires_at >= pg_catalog.now()) THEN
+    -- This server's identity holds it, but not this start, or not with this fence, and that
+    -- holder's lease runs: a copy. (Another start's lease that ran out proves nothing: it is
+    -- as likely an earlier start of this very server, killed, whose lease a registry restored
+    -- from a copy brought back. This start claims again, and a copy still renewing would say
+    -- so there.)
     UPDATE snowflake_registry.leases l
        SET displaced_at = pg_catalog.now(), displaced_by = 'start ' || p_boot
      WHERE l.worker = p_worker;
@@ -664,6 +669,7 @@ BEGIN
     WHEN r.released_at IS NOT NULL THEN 'it was given back'
     WHEN r.elsewhere THEN 'it is held in the registry this one took over from'
     WHEN r.system_identifier IS NULL THEN 'the registry does not know this lease'
+    WHEN holder = me THEN pg_catalog.format('the registry names another start of this server (boot %s) as its holder, whose lease ran out at %s (an earlier start, brought back by a registry restored from a copy?)', r.boot, r.expires_at)
     ELSE 'it was taken by ' || snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory) END;
   RETURN a;
 END
