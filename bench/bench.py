@@ -724,11 +724,11 @@ def main():
     args = ap.parse_args()
 
     if args.short:
-        # A smoke run (scripts/test.sh), to keep every measurement working: each once, one and
-        # eight clients.
-        n, repeats, seconds, sizes, clients_list, cg_calls = 200_000, 1, 1, [100_000], [1, 8], 2_000
+        # A smoke run (scripts/test.sh), to keep every measurement working, as small as each
+        # allows: once, at one and eight clients, on small tables.
+        n, repeats, seconds, sizes, clients_list, cg_calls = 50_000, 1, 1, [20_000], [1, 8], 500
         m3_repeats, m3_seconds = 1, 1
-        m5_total, m5_segments = 300_000, 3
+        m5_total, m5_segments = 60_000, 2
         m6_seconds, m6_repeats = 1, 1
     else:
         n, repeats, seconds, sizes, clients_list, cg_calls = 2_000_000, 5, 5, [1_000_000, 2_000_000], [1, 2, 4, 8], 100_000
@@ -736,7 +736,7 @@ def main():
         m3_repeats, m3_seconds = 11, 3
         m5_total, m5_segments = 20_000_000, 10
         m6_seconds, m6_repeats = 3, 7
-    m6_clients = [2, 8]
+    m6_clients = [2] if args.short else [2, 8]
     m5_clients, m5_batch = 4, 1000
     if (args.m1_m4 or args.portable) and not args.short:
         repeats, seconds, m3_repeats, m3_seconds = 3, 3, 5, 3
