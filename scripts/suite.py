@@ -2,15 +2,15 @@
 """The whole test suite as a schedule of jobs (scripts/test.sh runs it, after installing what it
 needs).
 
-Why a schedule: most of the suite's time is spent waiting (on servers that start, crash, fail
-over, catch up, on clocks that step), and most of the rest compiling; run one after the other they
-took an hour on two cores. Here the compiles run one at a time (`cargo` jobs: each already uses
-both cores) while up to SNOWFLAKE_TEST_JOBS (default 3) test binaries run beside them (`run`
-jobs), each as soon as what it needs is built and installed. Each job's output goes to
-target/suite/NAME.log; a failing job's log is printed, the jobs still running are stopped, and
-the suite fails.
+Why a schedule: run one after the other, the jobs left a core idle most of the time (62
+minutes on two cores; 32 scheduled, both cores busy throughout). Here the compiles run one at a
+time (`cargo` jobs: each already uses both cores) while up to SNOWFLAKE_TEST_JOBS (default 3)
+test binaries run beside them (`run` jobs), each as soon as what it needs is built and
+installed. Each job's output goes to target/suite/NAME.log; a failing job's log is printed, the
+jobs still running are stopped, and the suite fails.
 
-What runs where, and why (the coverage is the one scripts/test.sh always had):
+What runs where, and why (as before the schedule, except that the #[pg_test]s, once on every
+major, now run on 15 and 18, and 14, 16 and 17 test the release build instead of a debug one):
   * formatting, clippy, the documentation's intra-doc links, the pure core's unit tests;
   * on 15 and 18 (FULL): the #[pg_test]s (`cargo pgrx test`, which installs the debug build with
     the test functions) and every integration test against that build;
