@@ -77,16 +77,6 @@ def cargo_env():
     # A clean build compiles every crate once per feature set: incremental data would only be
     # written, never read.
     env.setdefault("CARGO_INCREMENTAL", "0")
-    # cargo pgrx builds the extension with `--config target.'cfg(..)'.rustflags = [link-arg
-    # --no-gc-sections]`, while `cargo test` (the #[pg_test] binary, the integration tests) has
-    # no flags: the fingerprints differed and every dependency was compiled twice per major (82
-    # s of the first 200, when nothing else can run). RUSTFLAGS, when set (even empty), replaces
-    # every configured rustflags, so all builds share their dependencies; the flag goes to the
-    # shared objects alone through the linker (scripts/link-cdylib).
-    env.setdefault("RUSTFLAGS", "")
-    host = next(line.split()[1] for line in subprocess.check_output(["rustc", "-vV"], env=env, text=True)
-                .splitlines() if line.startswith("host:"))
-    env.setdefault(f"CARGO_TARGET_{host.upper().replace('-', '_')}_LINKER", str(ROOT / "scripts" / "link-cdylib"))
     return env
 
 
