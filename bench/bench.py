@@ -479,7 +479,15 @@ def callgrind_run(work, port, calls, functions):
     if pgedge:
         server.psql("CREATE EXTENSION snowflake; CREATE SEQUENCE pgedge_seq;")
     # Warm up (first lease, catalog caches), then the measured calls, one backend per function.
-    server.psql("SELECT snowflake_nextval(1); SELECT nextval('bench_seq'); SELECT gen_random_uuid();")
+    # The first id waits for the mark writer, which under valgrind (and beside the test suite's
+    # other jobs) can take longer than a mint waits (10 s): ask again until it is there.
+    while True:
+        try:
+            server.psql("SELECT snowflake_nextval(1); SELECT nextval('bench_seq'); SELECT gen_random_uuid();")
+            break
+        except RuntimeError as e:
+            if "no high-water mark was written" not in str(e) or time.time() > deadline:
+                raise
     for label, (fn, sql) in functions.items():
         server.psql(f"{sql} FROM generate_series(1, {calls})")
     server.stop()
