@@ -793,13 +793,6 @@ pub struct Minted {
     pub last_refusal: Option<String>,
 }
 
-/// What a `Minter` leaves between two batches. Flat out, the minters of the handover and
-/// nemesis tests kept a core busy for minutes (a clock read under libfaketime costs about 8 us),
-/// slowing every test beside them; paced, each still mints thousands of ids a second, and a
-/// holder that changes hands still meets the other's minting in the same milliseconds. The
-/// tests wait on nothing here: it only spaces the load.
-const MINTER_PACE: Duration = Duration::from_millis(2);
-
 impl Minter {
     /// Starts minting `batch` ids per statement from `cluster` (through `conninfo`).
     pub fn start(conninfo: String, batch: i32) -> Minter {
@@ -822,7 +815,6 @@ impl Minter {
                         let at = Instant::now();
                         out.ids
                             .extend(rows.iter().map(|r| (at, r.get::<_, i64>(0))));
-                        std::thread::sleep(MINTER_PACE);
                     }
                     Err(e) => {
                         out.refused += 1;
