@@ -27,6 +27,7 @@ Run it through bench/run, which builds and installs the release build first.
 """
 
 import argparse
+import fcntl
 import os
 import random
 import re
@@ -710,11 +711,33 @@ def svg_chart(path, panels, xlabel="clients", ylabel="transactions per second (m
     Path(path).write_text("\n".join(parts) + "\n")
 
 
+_CLAIMS = []
+
+
 def free_port():
-    """A port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 that nothing listens on now, this process's until it exits.
+
+    As the tests take theirs (tests/common/mod.rs, free_port): from 10000 to 19999, outside the
+    kernel's ephemeral range (a port from bind(0) may become the local end of some client's
+    connection while a server restarts), each claimed by a lock on a file in
+    /tmp/snowflake_ext-ports, so that the benchmark and the tests beside it never take the same.
+    """
+    claims = Path("/tmp/snowflake_ext-ports")
+    claims.mkdir(parents=True, exist_ok=True)
+    first = os.getpid() * 7919 + len(_CLAIMS)
+    for i in range(10000):
+        port = 10000 + (first + i) % 10000
+        claim = open(claims / str(port), "a")
+        try:
+            fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            claim.close()
+            continue
+        _CLAIMS.append(claim)
+        return port
+    sys.exit("bench: no free port between 10000 and 19999 (each claimed in /tmp/snowflake_ext-ports)")
 
 
 def main():

@@ -98,12 +98,39 @@ pub fn test_dir(name: &str) -> PathBuf {
     root.join(format!("{name}-{}", std::process::id()))
 }
 
+/// A port for a test's server, this process's until it exits.
+///
+/// Not one from `bind(0)`: that comes from the kernel's ephemeral range (32768 to 60999), from
+/// which it also picks the local end of every client connection, so a server stopped and started
+/// again on its port found it taken by some other test's connection ("could not bind IPv4
+/// address: Address already in use"). These come from 10000 to 19999, which the kernel never
+/// hands out by itself, each claimed by a lock on a file in /tmp/snowflake_ext-ports (the
+/// benchmark claims its ports the same way), so that no two test processes take the same one.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Mutex;
+    // The claims, held (locked) until the process exits.
+    static HELD: Mutex<Vec<std::fs::File>> = Mutex::new(Vec::new());
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = Path::new("/tmp/snowflake_ext-ports");
+    std::fs::create_dir_all(dir).unwrap();
+    // Where each process starts looking, spread so that processes rarely try the same file.
+    let first = u64::from(std::process::id()) * 7919 + NEXT.fetch_add(1, Relaxed);
+    for i in 0..10_000 {
+        let port = 10_000 + ((first + i) % 10_000) as u16;
+        let claim = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(port.to_string()))
+            .unwrap();
+        if claim.try_lock().is_ok() && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            HELD.lock().unwrap().push(claim);
+            NEXT.fetch_add(i, Relaxed);
+            return port;
+        }
+    }
+    panic!("no free port between 10000 and 19999 (each claimed in /tmp/snowflake_ext-ports)");
 }
 
 /// A cluster in its own data directory on its own port; destroyed when dropped.
