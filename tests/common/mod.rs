@@ -133,6 +133,14 @@ pub fn free_port() -> u16 {
     panic!("no free port between 10000 and 19999 (each claimed in /tmp/snowflake_ext-ports)");
 }
 
+/// Every test cluster runs without fsync (and `scripts/pg-cluster` then skips initdb's and
+/// pg_basebackup's syncs): the crashes the tests make are of processes (`kill -9`), which lose
+/// nothing that was written to the kernel, and PostgreSQL still writes its WAL at every commit
+/// that waits for it; fsync guards only against a crash of the machine itself, which no test
+/// makes. Syncing each of the suite's hundreds of clusters, beside compiles writing gigabytes,
+/// only made the tests wait. (A test that sets `fsync` itself overrides it: later lines win.)
+const NO_FSYNC: &str = "fsync=off";
+
 /// A cluster in its own data directory on its own port; destroyed when dropped.
 pub struct Cluster {
     pub dir: PathBuf,
@@ -157,6 +165,7 @@ impl Cluster {
         let mut args = vec!["init", dir.to_str().unwrap()];
         let port_s = port.to_string();
         args.push(&port_s);
+        args.push(NO_FSYNC);
         args.extend_from_slice(settings);
         run(&args, &env);
         Cluster {
@@ -185,7 +194,13 @@ impl Cluster {
         run(&["destroy", dir.to_str().unwrap()], &[]);
         let port = free_port().to_string();
         let primary_port = primary.port.to_string();
-        let mut args = vec!["standby", dir.to_str().unwrap(), &port, &primary_port];
+        let mut args = vec![
+            "standby",
+            dir.to_str().unwrap(),
+            &port,
+            &primary_port,
+            NO_FSYNC,
+        ];
         args.extend_from_slice(settings);
         run(&args, &[]);
         Cluster {
