@@ -976,6 +976,95 @@ fn after_a_forward_clock_jump_only_the_owner_rewinds_and_ids_decode_to_now_again
     assert_no_duplicates(&all);
 }
 
+/// In Sonyflake's layout (time | sequence | worker) the sequence carries into the time without a
+/// move, so the fast path once handed out values inside a range a rewind reserved (the ids
+/// issued during the jump) when sessions minted at once as the counter reached it.
+#[test]
+fn in_the_sonyflake_layout_sessions_minting_at_once_up_to_a_reserved_range_never_take_an_id_in_it()
+{
+    let mut cluster = Cluster::new("portable-rewind-sonyflake", &["shared_preload_libraries="]);
+    cluster.use_faketime();
+    cluster.start();
+    portable_database(&cluster, "app");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute(
+        "SELECT snowflake_set_layout('sonyflake'); SELECT snowflake_set_worker_id(3)",
+    )
+    .unwrap();
+    let before = singles(&mut app, 10);
+
+    // Ten ids a minute ahead, then the clock right again and the jump rewound: those ten are
+    // the start of the reserved range.
+    cluster.set_clock_offset(60);
+    wait_until(
+        "the server's clock to jump a minute ahead",
+        PATIENCE,
+        || server_ms(&mut app) > unix_ms_now() + 30_000,
+    );
+    let during = singles(&mut app, 10);
+    cluster.set_clock_offset(0);
+    wait_until("the server's clock to be right again", PATIENCE, || {
+        server_ms(&mut app) < unix_ms_now() + 30_000
+    });
+    let row = app
+        .query_one(
+            "SELECT reserved_from, reserved_to FROM snowflake_rewind(3)",
+            &[],
+        )
+        .unwrap();
+    let (reserved_from, reserved_to): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(
+        (reserved_from, reserved_to >= during[9]),
+        (during[0], true),
+        "{row:?}"
+    );
+
+    // The counter one time unit (256 ids) below the range, and eight sessions minting at once.
+    let unit = 1_i64 << 24;
+    app.query_one(
+        "SELECT snowflake_restore_mark($1)",
+        &[&(reserved_from - 2 * unit)],
+    )
+    .unwrap();
+    let barrier = Arc::new(std::sync::Barrier::new(8));
+    let sessions: Vec<_> = (0..8)
+        .map(|_| {
+            let conninfo = cluster.conninfo("app").replace("user=postgres", "user=app");
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                barrier.wait();
+                ids(
+                    &mut c,
+                    "SELECT snowflake_nextval() FROM generate_series(1, 2000)",
+                )
+            })
+        })
+        .collect();
+    let minted: Vec<i64> = sessions
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let reserved: Vec<&i64> = minted
+        .iter()
+        .filter(|id| (reserved_from..=reserved_to).contains(*id))
+        .collect();
+    assert!(
+        reserved.is_empty(),
+        "ids in the reserved range {reserved_from}..={reserved_to}: {reserved:?}"
+    );
+    assert!(minted.iter().any(|&id| id > reserved_to));
+    // Past the range, the fast path is open again: the generation holds a stable value.
+    let generation: i64 =
+        app.scalar("SELECT pg_sequence_last_value('ids.snowflake_portable_generation')");
+    assert!(
+        generation > 0,
+        "the generation still holds a marker: {generation}"
+    );
+    let all: Vec<i64> = before.into_iter().chain(during).chain(minted).collect();
+    assert_no_duplicates(&all);
+}
+
 #[test]
 fn the_install_refuses_an_operator_another_role_planted_in_its_schema_naming_it() {
     let cluster = plain_server("portable-planted-in-schema", &[]);

@@ -34,10 +34,13 @@
 -- * no move of the counter overlapped the nextval() (below);
 -- * the clock has not passed the deadline of the last move (tolerance: 10 ms);
 -- * the value is still in the time unit the last move put the counter in, with this worker's
---   field: the sequence part did not overflow into the worker field (Sonyflake: did not carry
---   into a new time unit, and the worker field, the lowest bits, is this worker's).
+--   field: the sequence part did not overflow into the worker field (Sonyflake: the value is not
+--   the first of a time unit, and the worker field, the lowest bits, is this worker's).
 -- So only a move takes the counter into a new time unit, and every move runs the checks that
--- keep ids unique (the end of the layout, the range a rewind reserved). At low rates the counter
+-- keep ids unique (the end of the layout, the range a rewind reserved). Sonyflake's layout is
+-- the exception: there the sequence carries into the time, and the fast path refuses only the
+-- first value of each unit; so while a rewind's reserved range is ahead of the counter, moves
+-- leave the fast path shut and every id is a move (see _snowflake_advance). At low rates the counter
 -- lags the clock; the move at each deadline brings it up, so ids decode to at most 10 ms (plus
 -- the time a move takes) before the time they were minted, and at most the burst or the clock
 -- step that put the counter ahead after it.
@@ -96,7 +99,9 @@
 -- issued since the jump, which moves skip when they reach them (as the native edition does).
 -- The deadline the jump set stays (deadlines only grow, so that no stable generation value
 -- comes back): until the clock reaches it, the counter moves up to the clock only when a time
--- unit fills, and at low rates ids decode to as early as the rewind until then.
+-- unit fills, and at low rates ids decode to as early as the rewind until then. (In Sonyflake's
+-- layout every id is a move until the counter has passed the reserved range: see
+-- _snowflake_advance.)
 
 -- Before anything else, and with nothing looked up by name on the installing session's
 -- search_path (a schema others may create in, such as public on PostgreSQL 14, could hold a
@@ -991,7 +996,11 @@ BEGIN
                         setval('snowflake_portable_jump_from', 0), setval('snowflake_portable_jump_base', 0);
                 PERFORM setval('snowflake_portable_counter', next_id - _snowflake_increment(cfg.layout));
             END IF;
-            PERFORM setval('snowflake_portable_generation', 2 * deadline + 1);
+            -- In Sonyflake's layout the marker stays: the next id is a move, which sees how near
+            -- the reserved range is (see _snowflake_advance).
+            IF NOT _snowflake_sequence_first(cfg.layout) THEN
+                PERFORM setval('snowflake_portable_generation', 2 * deadline + 1);
+            END IF;
         END IF;
         RAISE SQLSTATE 'SF000';
     EXCEPTION
@@ -1174,7 +1183,11 @@ BEGIN
             g bigint := coalesce(pg_sequence_last_value('snowflake_portable_generation'), 1);
             now_ms bigint := _snowflake_now_ms();
             -- Deadlines only grow, whatever the clock does: no stable generation value comes back.
-            deadline bigint := greatest(now_ms + 10, (abs(g) - 1) / 2 + 1);
+            -- After a marker (a move that died half way, or Sonyflake's moves one id at a time,
+            -- which publish no stable value) it need not grow: every marker's deadline is above
+            -- every stable value published before it, and one id per move must not push the
+            -- deadline ahead of the clock by a millisecond a move.
+            deadline bigint := greatest(now_ms + 10, (abs(g) - 1) / 2 + CASE WHEN g < 0 THEN 0 ELSE 1 END);
             reserved_from bigint := coalesce(pg_sequence_last_value('snowflake_portable_reserved_from'), 0);
             reserved_to bigint := coalesce(pg_sequence_last_value('snowflake_portable_reserved_to'), 0);
             c bigint;
@@ -1212,6 +1225,17 @@ BEGIN
             IF reserved_to > 0 AND first_id > reserved_to THEN
                 -- Passed: moves need not look at it again.
                 PERFORM setval('snowflake_portable_reserved_from', 0), setval('snowflake_portable_reserved_to', 0);
+            END IF;
+            -- In Sonyflake's layout the fast path refuses only the first value of a time unit, so
+            -- the counter carries into the next units without a move (until the deadline, which
+            -- after a rewound jump lies beyond the jump), and no move would see a range a rewind
+            -- reserved that it carried into. So while there is one the counter has not passed,
+            -- the generation keeps the marker, which the fast path never accepts: every id is a
+            -- move, under the lock, and the move that reaches the range skips it. The layout
+            -- itself holds at most 25,600 ids a second; this lasts until the clock has caught up
+            -- with the jump. (The layout's end is the sequence's own maximum.)
+            IF %9$s AND reserved_to > 0 AND first_id <= reserved_to THEN
+                RETURN;
             END IF;
             PERFORM setval('snowflake_portable_generation', 2 * deadline + 1);
         END
@@ -1261,7 +1285,11 @@ BEGIN
                 moved := NULL;
                 BEGIN
                     PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
-                    IF pg_sequence_last_value('snowflake_portable_generation') = after OR attempts >= 100 THEN
+                    -- Move unless another move ended since our reading; a marker (a move that
+                    -- died half way, or Sonyflake's id-by-id moves near a reserved range) is moved
+                    -- past whatever we read: under the lock, a move is always safe.
+                    IF pg_sequence_last_value('snowflake_portable_generation') = after
+                       OR pg_sequence_last_value('snowflake_portable_generation') < 0 OR attempts >= 100 THEN
                         SELECT a.last_id INTO moved FROM _snowflake_advance(1, NULL) a;
                     END IF;
                     -- The block always ends by an error: its subtransaction takes the row lock
@@ -1327,7 +1355,8 @@ BEGIN
         END
         $body$;
     $f$, s, coalesce(worker::text, 'NULL'), layout, wb + sb, _snowflake_unit_ms(layout), _snowflake_max_time(layout),
-        _snowflake_increment(layout), ((2000 + _snowflake_unit_ms(layout) - 1) / _snowflake_unit_ms(layout)) << sb);
+        _snowflake_increment(layout), ((2000 + _snowflake_unit_ms(layout) - 1) / _snowflake_unit_ms(layout)) << sb,
+        _snowflake_sequence_first(layout)::text);
 
     -- What the fast path returns once the value is accepted. In Sonyflake's layout the worker
     -- field is the counter's lowest bits, which nextval() never changes: a value left with
@@ -1476,6 +1505,7 @@ DECLARE
     cfg_layout text;
     old_last bigint;
     old_called boolean;
+    g bigint;
 BEGIN
     FOR f IN
         SELECT p.oid::regprocedure
@@ -1529,6 +1559,19 @@ BEGIN
         EXECUTE format('ALTER SEQUENCE snowflake_portable_counter INCREMENT BY %s', _snowflake_increment(cfg_layout));
     END IF;
     PERFORM _snowflake_write_functions(cfg_worker, cfg_layout);
+    -- In Sonyflake's layout, a range a rewind reserved keeps the fast path shut until the
+    -- counter has passed it (see _snowflake_advance); an earlier version's rewind left it open.
+    -- Set the marker of a later deadline (2 more: no stable value published comes back), as a
+    -- move does: under the mover's lock, held to the end of the install, so that no move of the
+    -- functions still running is half way through meanwhile. The next id moves, and looks.
+    IF _snowflake_sequence_first(cfg_layout)
+       AND coalesce(pg_sequence_last_value('snowflake_portable_reserved_to'), 0) > 0 THEN
+        PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+        g := pg_sequence_last_value('snowflake_portable_generation');
+        IF g > 0 THEN
+            PERFORM setval('snowflake_portable_generation', -(g + 2));
+        END IF;
+    END IF;
 
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
                    WHERE tgrelid = 'snowflake_portable_commit'::regclass AND tgname = 'snowflake_portable_commit') THEN
