@@ -71,6 +71,17 @@ class Job:
         self.done = False
 
 
+# Clippy's lints, run on the builds the tests need rather than in a compile of their own.
+# `cargo clippy` is clippy-driver wrapped around rustc for the workspace's crates, in check mode:
+# it compiled every dependency a further time (5 minutes of the suite, beside the tests). As
+# RUSTC_WORKSPACE_WRAPPER, the same driver lints the workspace's crates while it compiles them
+# for the tests (what `cargo clippy --workspace --all-targets --features pg_test` covered: the
+# library, as built and under test, the integration tests, the core and its tests), and a lint
+# fails that build. Dependencies are compiled by rustc as before, so nothing else is rebuilt.
+CLIPPY = {"RUSTC_WORKSPACE_WRAPPER": f"{Path.home()}/.cargo/bin/clippy-driver",
+          "CLIPPY_ARGS": "__CLIPPY_HACKERY__".join(["-D", "warnings"])}
+
+
 def cargo_env():
     env = dict(os.environ)
     env["PATH"] = f"{Path.home()}/.cargo/bin:{env.get('PATH', '')}"
@@ -96,16 +107,20 @@ def jobs():
         # debug build (with the test functions). Its test server cannot run as root: it runs as
         # postgres in a directory postgres owns. `--lib` builds and runs the crate's own tests only.
         pgdata = f"/tmp/snowflake_ext-pgrx-test-{major}"
-        add(f"pgtest-{major}", f"PostgreSQL {major}: #[pg_test]s (and its debug build installed)", "cargo",
+        # 15's builds (the default feature) are the ones linted, as `cargo clippy` did.
+        lint = CLIPPY if major == FULL[0] else {}
+        add(f"pgtest-{major}", f"PostgreSQL {major}: #[pg_test]s (and its debug build installed)"
+            + (", linted" if lint else ""), "cargo",
             f"rm -rf {pgdata} && install -d -o postgres -g postgres {pgdata} && "
-            f"PG_MAJOR={major} cargo pgrx test pg{major} --runas postgres --pgdata {pgdata}/data -- --lib")
+            f"PG_MAJOR={major} cargo pgrx test pg{major} --runas postgres --pgdata {pgdata}/data -- --lib",
+            env=lint)
         if major == FULL[0]:
             # Every integration test binary, built once, with the features cargo pgrx test used
             # (nothing of the extension is compiled again).
             targets = " ".join(f"--test {t}" for t in ALL_TESTS)
-            add("itbuild", "the integration tests, built once for every major", "cargo",
+            add("itbuild", "the integration tests, built once for every major, linted", "cargo",
                 f"cargo test --no-run --message-format=json --no-default-features --features 'pg{major} pg_test' "
-                f"{targets} > {LOGS}/itbuild.json", deps=[f"pgtest-{major}"])
+                f"{targets} > {LOGS}/itbuild.json", deps=[f"pgtest-{major}"], env=lint)
     # 15 first: the benchmark, the longest job at the end, installs it once 15's tests are done.
     for major in ["15"] + PARTIAL + ["18"]:
         # The release build, packaged (scripts/package) and, on 14, 16 and 17, installed.
@@ -113,14 +128,12 @@ def jobs():
         add(f"release-{major}", f"PostgreSQL {major}: release build and Debian package"
             + (", installed" if install else ""), "cargo", f"scripts/package {major}{install}")
     # Checks that gate no test: last.
-    add("clippy", "cargo clippy", "cargo",
-        "cargo clippy --workspace --all-targets --features pg_test -- -D warnings")
     # The code map in src/lib.rs names every file by an intra-doc link: a moved file breaks it.
     add("doc", "cargo doc: no broken intra-doc link (the code map)", "cargo",
         "RUSTDOCFLAGS='-D rustdoc::broken_intra_doc_links -A rustdoc::private_intra_doc_links' "
         "cargo doc -q --workspace --no-deps --document-private-items")
-    add("core", "the pure core's unit tests, debug and release", "cargo",
-        "cargo test -q -p snowflake_core && cargo test -q -p snowflake_core --release")
+    add("core", "the pure core's unit tests, debug and release, linted", "cargo",
+        "cargo test -q -p snowflake_core && cargo test -q -p snowflake_core --release", env=CLIPPY)
     add("links", "documentation links (scripts/check-links)", "run", "scripts/check-links")
 
     # Test binaries against servers.
