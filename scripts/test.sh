@@ -18,7 +18,7 @@
 #   * a short benchmark run, to keep it working (its figures are not checked).
 #
 # scripts/suite.py runs them as a schedule: one compile at a time, and beside it up to
-# SNOWFLAKE_TEST_JOBS (default 3) test binaries, each as soon as what it needs is installed.
+# SNOWFLAKE_TEST_JOBS (default 4) test binaries, each as soon as what it needs is installed.
 # Each job's output is in target/suite/; the suite ends with a summary of every job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
