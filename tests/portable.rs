@@ -1065,6 +1065,68 @@ fn in_the_sonyflake_layout_sessions_minting_at_once_up_to_a_reserved_range_never
     assert_no_duplicates(&all);
 }
 
+/// Sets the server's clock `offset_s` seconds ahead of the real one and waits until it reads so.
+fn clock_ahead(cluster: &Cluster, c: &mut postgres::Client, offset_s: i64) {
+    cluster.set_clock_offset(offset_s);
+    wait_until(
+        &format!("the server's clock to read {offset_s} s ahead"),
+        PATIENCE,
+        || (server_ms(c) - unix_ms_now() - offset_s * 1000).abs() < 30_000,
+    );
+}
+
+/// A second jump, past the range the first rewind reserved, once took that range with it: the
+/// move that followed it forgot the range, and the second rewind set the counter back under it.
+#[test]
+fn a_second_clock_jump_and_rewind_never_bring_back_the_ids_of_the_first() {
+    let mut cluster = Cluster::new("portable-rewind-twice", &["shared_preload_libraries="]);
+    cluster.use_faketime();
+    cluster.start();
+    portable_database(&cluster, "app");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("SELECT snowflake_set_worker_id(3)")
+        .unwrap();
+    let before = singles(&mut app, 10);
+
+    clock_ahead(&cluster, &mut app, 60);
+    let first_jump = singles(&mut app, 10);
+    clock_ahead(&cluster, &mut app, 0);
+    let row = app
+        .query_one(
+            "SELECT reserved_from, reserved_to FROM snowflake_rewind(3)",
+            &[],
+        )
+        .unwrap();
+    let (reserved_from, reserved_to): (i64, i64) = (row.get(0), row.get(1));
+    assert!(
+        reserved_from <= first_jump[0] && reserved_to >= first_jump[9],
+        "{row:?}"
+    );
+
+    // An hour ahead: the counter follows the clock past the reserved range.
+    clock_ahead(&cluster, &mut app, 3600);
+    let second_jump = singles(&mut app, 10);
+    clock_ahead(&cluster, &mut app, 0);
+    app.query_one("SELECT * FROM snowflake_rewind(3)", &[])
+        .unwrap();
+    // Asked to mint above an id of the time unit before the first range (from the range's first
+    // id on): never below what was issued.
+    let unit = 1_i64 << 22;
+    app.query_one(
+        "SELECT snowflake_restore_mark($1)",
+        &[&(reserved_from - unit)],
+    )
+    .unwrap();
+    let after = singles(&mut app, 100);
+    assert!(
+        after.iter().all(|id| *id > reserved_to),
+        "ids at or under the first reserved range {reserved_from}..={reserved_to}: {:?}",
+        &after[..5]
+    );
+    let all: Vec<i64> = [before, first_jump, second_jump, after].concat();
+    assert_no_duplicates(&all);
+}
+
 #[test]
 fn the_install_refuses_an_operator_another_role_planted_in_its_schema_naming_it() {
     let cluster = plain_server("portable-planted-in-schema", &[]);

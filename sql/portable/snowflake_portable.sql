@@ -1202,7 +1202,10 @@ BEGIN
                 -- Following the clock. A step of more than a second may be a jump of the clock (or
                 -- an idle spell: SQL cannot tell), which snowflake_rewind can undo: remember it.
                 IF ((clock_id >> %4$s) - (first_id >> %4$s)) * %5$s > 1000 THEN
-                    PERFORM setval('snowflake_portable_jump_base', c), setval('snowflake_portable_jump_from', clock_id);
+                    -- Above a reserved range too: this move may pass it (and forget it), and a
+                    -- rewind of this jump must not bring the counter back under it.
+                    PERFORM setval('snowflake_portable_jump_base', greatest(c, reserved_to)),
+                            setval('snowflake_portable_jump_from', clock_id);
                 END IF;
                 first_id := clock_id;
             END IF;
