@@ -1257,6 +1257,7 @@ BEGIN
             c bigint;
             after bigint;
             now2 bigint;
+            now_gen bigint;
             moved bigint;
             attempts integer := 0;
         BEGIN
@@ -1291,8 +1292,8 @@ BEGIN
                     -- Move unless another move ended since our reading; a marker (a move that
                     -- died half way, or Sonyflake's id-by-id moves near a reserved range) is moved
                     -- past whatever we read: under the lock, a move is always safe.
-                    IF pg_sequence_last_value('snowflake_portable_generation') = after
-                       OR pg_sequence_last_value('snowflake_portable_generation') < 0 OR attempts >= 100 THEN
+                    now_gen := pg_sequence_last_value('snowflake_portable_generation');
+                    IF now_gen = after OR now_gen < 0 OR attempts >= 100 THEN
                         SELECT a.last_id INTO moved FROM _snowflake_advance(1, NULL) a;
                     END IF;
                     -- The block always ends by an error: its subtransaction takes the row lock
