@@ -390,25 +390,30 @@ fn many_sessions_at_once_never_repeat_an_id_and_a_move_holds_its_lock_only_while
     singles(&mut waiter, 10);
 }
 
-#[test]
-fn the_clock_set_back_while_running_and_across_a_crash_never_repeats_an_id() {
-    let mut cluster = Cluster::new("portable-clock", &["shared_preload_libraries="]);
+/// A server with a clock of the test's choosing (faketime), the portable edition installed in
+/// database `app` by `app`, minting as worker 3 in `layout`; and `app`'s session.
+fn faketime_portable(name: &str, layout: &str) -> (Cluster, postgres::Client) {
+    let mut cluster = Cluster::new(name, &["shared_preload_libraries="]);
     cluster.use_faketime();
     cluster.start();
     portable_database(&cluster, "app");
     let mut app = connect_as(&cluster, "app", "app");
-    app.batch_execute("SELECT snowflake_set_worker_id(3)")
-        .unwrap();
+    app.batch_execute(&format!(
+        "SELECT snowflake_set_layout('{layout}'); SELECT snowflake_set_worker_id(3)"
+    ))
+    .unwrap();
+    (cluster, app)
+}
+
+#[test]
+fn the_clock_set_back_while_running_and_across_a_crash_never_repeats_an_id() {
+    let (cluster, mut app) = faketime_portable("portable-clock", "snowflake");
     let mut before = singles(&mut app, 200);
     before.extend(ids(&mut app, "SELECT snowflake_nextval_batch(100000)"));
     let largest = *before.iter().max().unwrap();
 
     // An hour back while running.
-    cluster.set_clock_offset(-3600);
-    wait_until("the server's clock to go an hour back", PATIENCE, || {
-        let ms: f64 = app.scalar("SELECT extract(epoch FROM clock_timestamp())::float8 * 1000");
-        (ms as i64) < unix_ms_now() - 1_800_000
-    });
+    set_server_clock(&cluster, &mut app, -3600);
     let during = singles(&mut app, 200);
     assert!(during[0] > largest, "{} after {largest}", during[0]);
     assert_strictly_increasing(&during);
@@ -915,35 +920,36 @@ fn server_ms(c: &mut postgres::Client) -> i64 {
     ms as i64
 }
 
+/// Sets the server's clock `offset_s` seconds off the real one (negative: behind) and waits
+/// until it reads so.
+fn set_server_clock(cluster: &Cluster, c: &mut postgres::Client, offset_s: i64) {
+    cluster.set_clock_offset(offset_s);
+    wait_until(
+        &format!("the server's clock to read {offset_s} s off"),
+        PATIENCE,
+        || (server_ms(c) - unix_ms_now() - offset_s * 1000).abs() < 30_000,
+    );
+}
+
 #[test]
 fn after_a_forward_clock_jump_only_the_owner_rewinds_and_ids_decode_to_now_again_without_repeating()
 {
-    let mut cluster = Cluster::new("portable-rewind", &["shared_preload_libraries="]);
-    cluster.use_faketime();
-    cluster.start();
-    portable_database(&cluster, "app");
+    let (cluster, mut app) = faketime_portable("portable-rewind", "snowflake");
     cluster
         .connect()
         .batch_execute("CREATE ROLE minter LOGIN; ALTER ROLE minter SET search_path = ids, public")
         .unwrap();
-    let mut app = connect_as(&cluster, "app", "app");
-    app.batch_execute("SELECT snowflake_set_worker_id(3); GRANT USAGE ON SCHEMA ids TO minter")
+    app.batch_execute("GRANT USAGE ON SCHEMA ids TO minter")
         .unwrap();
     let before = singles(&mut app, 100);
 
     // A day ahead: the counter follows the clock, and ids decode to tomorrow.
-    cluster.set_clock_offset(86_400);
-    wait_until("the server's clock to jump a day ahead", PATIENCE, || {
-        server_ms(&mut app) > unix_ms_now() + 43_200_000
-    });
+    set_server_clock(&cluster, &mut app, 86_400);
     let during = singles(&mut app, 100);
     assert!(unix_ms_of(during[0]) > unix_ms_now() + 43_200_000);
 
     // The clock is set right again; the counter stays ahead until the owner rewinds it.
-    cluster.set_clock_offset(0);
-    wait_until("the server's clock to be right again", PATIENCE, || {
-        server_ms(&mut app) < unix_ms_now() + 60_000
-    });
+    set_server_clock(&cluster, &mut app, 0);
     let mut minter = connect_as(&cluster, "app", "minter");
     let e = error_of(&mut minter, "SELECT * FROM ids.snowflake_rewind(3)");
     assert_eq!(e.code, "42501", "{e:?}");
@@ -982,30 +988,14 @@ fn after_a_forward_clock_jump_only_the_owner_rewinds_and_ids_decode_to_now_again
 #[test]
 fn in_the_sonyflake_layout_sessions_minting_at_once_up_to_a_reserved_range_never_take_an_id_in_it()
 {
-    let mut cluster = Cluster::new("portable-rewind-sonyflake", &["shared_preload_libraries="]);
-    cluster.use_faketime();
-    cluster.start();
-    portable_database(&cluster, "app");
-    let mut app = connect_as(&cluster, "app", "app");
-    app.batch_execute(
-        "SELECT snowflake_set_layout('sonyflake'); SELECT snowflake_set_worker_id(3)",
-    )
-    .unwrap();
+    let (cluster, mut app) = faketime_portable("portable-rewind-sonyflake", "sonyflake");
     let before = singles(&mut app, 10);
 
     // Ten ids a minute ahead, then the clock right again and the jump rewound: those ten are
     // the start of the reserved range.
-    cluster.set_clock_offset(60);
-    wait_until(
-        "the server's clock to jump a minute ahead",
-        PATIENCE,
-        || server_ms(&mut app) > unix_ms_now() + 30_000,
-    );
+    set_server_clock(&cluster, &mut app, 60);
     let during = singles(&mut app, 10);
-    cluster.set_clock_offset(0);
-    wait_until("the server's clock to be right again", PATIENCE, || {
-        server_ms(&mut app) < unix_ms_now() + 30_000
-    });
+    set_server_clock(&cluster, &mut app, 0);
     let row = app
         .query_one(
             "SELECT reserved_from, reserved_to FROM snowflake_rewind(3)",
@@ -1026,25 +1016,11 @@ fn in_the_sonyflake_layout_sessions_minting_at_once_up_to_a_reserved_range_never
         &[&(reserved_from - 2 * unit)],
     )
     .unwrap();
-    let barrier = Arc::new(std::sync::Barrier::new(8));
-    let sessions: Vec<_> = (0..8)
-        .map(|_| {
-            let conninfo = cluster.conninfo("app").replace("user=postgres", "user=app");
-            let barrier = barrier.clone();
-            std::thread::spawn(move || {
-                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
-                barrier.wait();
-                ids(
-                    &mut c,
-                    "SELECT snowflake_nextval() FROM generate_series(1, 2000)",
-                )
-            })
-        })
-        .collect();
-    let minted: Vec<i64> = sessions
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
+    let minted = ids_at_once(
+        &cluster.conninfo("app").replace("user=postgres", "user=app"),
+        8,
+        "SELECT snowflake_nextval() FROM generate_series(1, 2000)",
+    );
     let reserved: Vec<&i64> = minted
         .iter()
         .filter(|id| (reserved_from..=reserved_to).contains(*id))
@@ -1065,32 +1041,16 @@ fn in_the_sonyflake_layout_sessions_minting_at_once_up_to_a_reserved_range_never
     assert_no_duplicates(&all);
 }
 
-/// Sets the server's clock `offset_s` seconds ahead of the real one and waits until it reads so.
-fn clock_ahead(cluster: &Cluster, c: &mut postgres::Client, offset_s: i64) {
-    cluster.set_clock_offset(offset_s);
-    wait_until(
-        &format!("the server's clock to read {offset_s} s ahead"),
-        PATIENCE,
-        || (server_ms(c) - unix_ms_now() - offset_s * 1000).abs() < 30_000,
-    );
-}
-
 /// A second jump, past the range the first rewind reserved, once took that range with it: the
 /// move that followed it forgot the range, and the second rewind set the counter back under it.
 #[test]
 fn a_second_clock_jump_and_rewind_never_bring_back_the_ids_of_the_first() {
-    let mut cluster = Cluster::new("portable-rewind-twice", &["shared_preload_libraries="]);
-    cluster.use_faketime();
-    cluster.start();
-    portable_database(&cluster, "app");
-    let mut app = connect_as(&cluster, "app", "app");
-    app.batch_execute("SELECT snowflake_set_worker_id(3)")
-        .unwrap();
+    let (cluster, mut app) = faketime_portable("portable-rewind-twice", "snowflake");
     let before = singles(&mut app, 10);
 
-    clock_ahead(&cluster, &mut app, 60);
+    set_server_clock(&cluster, &mut app, 60);
     let first_jump = singles(&mut app, 10);
-    clock_ahead(&cluster, &mut app, 0);
+    set_server_clock(&cluster, &mut app, 0);
     let row = app
         .query_one(
             "SELECT reserved_from, reserved_to FROM snowflake_rewind(3)",
@@ -1104,9 +1064,9 @@ fn a_second_clock_jump_and_rewind_never_bring_back_the_ids_of_the_first() {
     );
 
     // An hour ahead: the counter follows the clock past the reserved range.
-    clock_ahead(&cluster, &mut app, 3600);
+    set_server_clock(&cluster, &mut app, 3600);
     let second_jump = singles(&mut app, 10);
-    clock_ahead(&cluster, &mut app, 0);
+    set_server_clock(&cluster, &mut app, 0);
     app.query_one("SELECT * FROM snowflake_rewind(3)", &[])
         .unwrap();
     // Asked to mint above an id of the time unit before the first range (from the range's first

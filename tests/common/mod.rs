@@ -511,25 +511,34 @@ pub fn minting_into_t(name: &str) -> (Cluster, i64) {
     (cluster, largest)
 }
 
-/// New rows of `t`, from three sessions at once, all have ids above `largest`; returns the
-/// highest.
-pub fn assert_mints_above(cluster: &Cluster, largest: i64) -> i64 {
-    let threads: Vec<_> = (0..3)
+/// The ids `sql` returns in each of `sessions` sessions on `conninfo`, run at once (each waits
+/// until all are connected), all together.
+pub fn ids_at_once(conninfo: &str, sessions: usize, sql: &str) -> Vec<i64> {
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(sessions));
+    let threads: Vec<_> = (0..sessions)
         .map(|_| {
-            let conninfo = cluster.conninfo("postgres");
+            let (conninfo, sql, barrier) = (conninfo.to_string(), sql.to_string(), barrier.clone());
             std::thread::spawn(move || {
                 let mut c = Client::connect(&conninfo, NoTls).unwrap();
-                ids(
-                    &mut c,
-                    "INSERT INTO t (v) SELECT g FROM generate_series(1, 2000) g RETURNING id",
-                )
+                barrier.wait();
+                ids(&mut c, &sql)
             })
         })
         .collect();
-    let after: Vec<i64> = threads
+    threads
         .into_iter()
         .flat_map(|t| t.join().unwrap())
-        .collect();
+        .collect()
+}
+
+/// New rows of `t`, from three sessions at once, all have ids above `largest`; returns the
+/// highest.
+pub fn assert_mints_above(cluster: &Cluster, largest: i64) -> i64 {
+    let after = ids_at_once(
+        &cluster.conninfo("postgres"),
+        3,
+        "INSERT INTO t (v) SELECT g FROM generate_series(1, 2000) g RETURNING id",
+    );
     let lowest = *after.iter().min().unwrap();
     assert!(
         lowest > largest,
