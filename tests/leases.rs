@@ -174,10 +174,12 @@ fn a_registry_gone_past_the_ttl_stops_minting_before_the_lease_ends_and_back_res
     registry.stop();
     // Ids flow until the server stops them, on its own clock, before its lease can end.
     let mut last = 0i64;
+    let mut last_at = String::new();
     let e = wait_for("minting to stop", PATIENCE, || {
-        match c.query_one("SELECT snowflake_nextval()", &[]) {
+        match c.query_one("SELECT snowflake_nextval(), clock_timestamp()::text", &[]) {
             Ok(row) => {
                 last = row.get(0);
+                last_at = row.get(1);
                 None
             }
             Err(e) => Some(e),
@@ -188,20 +190,24 @@ fn a_registry_gone_past_the_ttl_stops_minting_before_the_lease_ends_and_back_res
     assert!(e.message().contains("holds no worker id"), "{e:?}");
     registry.start();
     // The lease's end, as the registry recorded it at the last renewal (nothing renewed it
-    // since): the last id issued carries an earlier time.
-    let expired_before_last: bool = registry
+    // since): the last id was minted before it (both clocks are this machine's), and it is not
+    // above the cap that renewal recorded, above which the next holder starts. (Its time field
+    // may be ahead of the clock: a server that claims its worker id twice at start-up starts
+    // above its own first cap.)
+    let (minted_before_the_end, under_the_cap): (bool, bool) = registry
         .connect()
         .query_one(
-            "SELECT expires_at <= to_timestamp((($1::bigint >> 22) + 1735689600000) / 1000.0)
-               FROM snowflake_registry.leases WHERE worker = $2",
-            &[&last, &worker],
+            "SELECT $1::text::timestamptz < expires_at, $2::bigint <= last_mark
+               FROM snowflake_registry.leases WHERE worker = $3",
+            &[&last_at, &last, &worker],
         )
-        .unwrap()
-        .get(0);
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
     assert!(
-        !expired_before_last,
-        "id {last} was minted after the lease ended"
+        minted_before_the_end,
+        "id {last} was minted at {last_at}, after the lease ended"
     );
+    assert!(under_the_cap, "id {last} is above the lease's last mark");
     // The registry is back: minting resumes, with the same worker id, above the old ids.
     let resumed = wait_for("minting to resume", PATIENCE, || {
         c.query_one("SELECT snowflake_nextval()", &[])
