@@ -982,6 +982,29 @@ fn after_a_forward_clock_jump_only_the_owner_rewinds_and_ids_decode_to_now_again
     assert_no_duplicates(&all);
 }
 
+/// Ten ids minted with the clock a minute ahead, then the clock right again and the jump
+/// rewound by the owner: the ten ids and the range the rewind reserved, which holds them.
+fn ten_ids_a_minute_ahead_rewound(
+    cluster: &Cluster,
+    app: &mut postgres::Client,
+) -> (Vec<i64>, i64, i64) {
+    set_server_clock(cluster, app, 60);
+    let during = singles(app, 10);
+    set_server_clock(cluster, app, 0);
+    let row = app
+        .query_one(
+            "SELECT reserved_from, reserved_to FROM snowflake_rewind(3)",
+            &[],
+        )
+        .unwrap();
+    let (reserved_from, reserved_to): (i64, i64) = (row.get(0), row.get(1));
+    assert!(
+        reserved_from <= during[0] && reserved_to >= during[9],
+        "{during:?} outside the reserved range {row:?}"
+    );
+    (during, reserved_from, reserved_to)
+}
+
 /// In Sonyflake's layout (time | sequence | worker) the sequence carries into the time without a
 /// move, so the fast path once handed out values inside a range a rewind reserved (the ids
 /// issued during the jump) when sessions minted at once as the counter reached it.
@@ -991,23 +1014,8 @@ fn in_the_sonyflake_layout_sessions_minting_at_once_up_to_a_reserved_range_never
     let (cluster, mut app) = faketime_portable("portable-rewind-sonyflake", "sonyflake");
     let before = singles(&mut app, 10);
 
-    // Ten ids a minute ahead, then the clock right again and the jump rewound: those ten are
-    // the start of the reserved range.
-    set_server_clock(&cluster, &mut app, 60);
-    let during = singles(&mut app, 10);
-    set_server_clock(&cluster, &mut app, 0);
-    let row = app
-        .query_one(
-            "SELECT reserved_from, reserved_to FROM snowflake_rewind(3)",
-            &[],
-        )
-        .unwrap();
-    let (reserved_from, reserved_to): (i64, i64) = (row.get(0), row.get(1));
-    assert_eq!(
-        (reserved_from, reserved_to >= during[9]),
-        (during[0], true),
-        "{row:?}"
-    );
+    let (during, reserved_from, reserved_to) = ten_ids_a_minute_ahead_rewound(&cluster, &mut app);
+    assert_eq!(reserved_from, during[0]);
 
     // The counter one time unit (256 ids) below the range, and eight sessions minting at once.
     let unit = 1_i64 << 24;
@@ -1048,20 +1056,8 @@ fn a_second_clock_jump_and_rewind_never_bring_back_the_ids_of_the_first() {
     let (cluster, mut app) = faketime_portable("portable-rewind-twice", "snowflake");
     let before = singles(&mut app, 10);
 
-    set_server_clock(&cluster, &mut app, 60);
-    let first_jump = singles(&mut app, 10);
-    set_server_clock(&cluster, &mut app, 0);
-    let row = app
-        .query_one(
-            "SELECT reserved_from, reserved_to FROM snowflake_rewind(3)",
-            &[],
-        )
-        .unwrap();
-    let (reserved_from, reserved_to): (i64, i64) = (row.get(0), row.get(1));
-    assert!(
-        reserved_from <= first_jump[0] && reserved_to >= first_jump[9],
-        "{row:?}"
-    );
+    let (first_jump, reserved_from, reserved_to) =
+        ten_ids_a_minute_ahead_rewound(&cluster, &mut app);
 
     // An hour ahead: the counter follows the clock past the reserved range.
     set_server_clock(&cluster, &mut app, 3600);
