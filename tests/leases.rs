@@ -2,8 +2,9 @@
 //! registry a separate PostgreSQL server without the extension. Sixteen servers at once get
 //! sixteen worker ids and, killed with `kill -9`, get them back at once; a clone started
 //! beside its original gets another; a registry gone for longer than the TTL stops minting
-//! before the lease ends, and minting resumes when it is back; an expired worker id goes to a
-//! new server, an hour behind, only above every id of its old holder; a standby promoted
+//! before the lease ends, and minting resumes when it is back; a lease granted before the
+//! server's marks are read records no cap, and its ids start at the clock; an expired worker
+//! id goes to a new server, an hour behind, only above every id of its old holder; a standby promoted
 //! after its primary died mints with another worker id, and the old primary brought back
 //! beside it mints nothing; no free worker id, bad settings and a registry role without rights
 //! are errors that say so.
@@ -191,9 +192,7 @@ fn a_registry_gone_past_the_ttl_stops_minting_before_the_lease_ends_and_back_res
     registry.start();
     // The lease's end, as the registry recorded it at the last renewal (nothing renewed it
     // since): the last id was minted before it (both clocks are this machine's), and it is not
-    // above the cap that renewal recorded, above which the next holder starts. (Its time field
-    // may be ahead of the clock: a server that claims its worker id twice at start-up starts
-    // above its own first cap.)
+    // above the cap that renewal recorded, above which the next holder starts.
     let (minted_before_the_end, under_the_cap): (bool, bool) = registry
         .connect()
         .query_one(
@@ -216,6 +215,78 @@ fn a_registry_gone_past_the_ttl_stops_minting_before_the_lease_ends_and_back_res
     });
     assert!(resumed > last);
     assert_eq!(worker_of(resumed), worker);
+}
+
+#[test]
+fn a_lease_granted_before_the_marks_are_read_records_no_cap_and_its_ids_start_at_the_clock() {
+    let registry = registry("lease-registry-slow-marks");
+    // A TTL of a minute: a worker started above a cap recorded a minute ahead would show.
+    registry
+        .connect()
+        .batch_execute("SELECT snowflake_registry.set_limits(interval '60 s')")
+        .unwrap();
+    let server = leasing_server(
+        "lease-slow-marks",
+        &registry,
+        &["snowflake.lease_ttl=60s", "max_prepared_transactions=2"],
+    );
+    let worker = leased(&server);
+    let before = *mint(&server, 1000).iter().max().unwrap();
+    // Stopped cleanly (the lease given back with the end of its ids), then started once
+    // without the library (plpgsql preloaded in its place), to lock the first table the mark
+    // writer reads in a prepared transaction, which the next start keeps.
+    server
+        .connect()
+        .batch_execute("ALTER SYSTEM SET shared_preload_libraries = plpgsql")
+        .unwrap();
+    server.stop();
+    let last_mark = || -> i64 {
+        registry.connect().scalar(&format!(
+            "SELECT last_mark FROM snowflake_registry.leases WHERE worker = {worker}"
+        ))
+    };
+    let given_back = last_mark();
+    server.start();
+    let mut c = server.connect();
+    c.batch_execute("ALTER SYSTEM RESET shared_preload_libraries")
+        .unwrap();
+    c.batch_execute(
+        "BEGIN;
+             LOCK TABLE snowflake_ext_state.meta IN ACCESS EXCLUSIVE MODE;
+             PREPARE TRANSACTION 'marks-locked';",
+    )
+    .unwrap();
+    server.stop();
+    server.start();
+    // The registry grants the worker id at once; the keeper waits for the marks, and records
+    // nothing meanwhile.
+    let status = wait_for_standing(&server, "claiming");
+    assert!(status.contains("waiting for the mark writer"), "{status}");
+    let held: bool = registry.connect().scalar(&format!(
+        "SELECT state = 'held' FROM snowflake_registry.lease_list WHERE worker = {worker}"
+    ));
+    assert!(held, "the registry did not grant worker id {worker} again");
+    assert_eq!(last_mark(), given_back);
+    server
+        .connect()
+        .batch_execute("ROLLBACK PREPARED 'marks-locked'")
+        .unwrap();
+    assert_eq!(leased(&server), worker);
+    let (id, clock_ms): (i64, i64) = server
+        .connect()
+        .query_one(
+            "SELECT snowflake_nextval(), (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+            &[],
+        )
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
+    assert!(id > before && worker_of(id) == worker);
+    // At most the marks' reach (2 s) ahead of the clock, as after any restart.
+    assert!(
+        unix_ms_of(id) <= clock_ms + 2000,
+        "the first id is {} ms ahead of the clock",
+        unix_ms_of(id) - clock_ms
+    );
 }
 
 #[test]

@@ -188,8 +188,11 @@ impl Keeper {
         }
     }
 
-    /// Takes a worker id just granted: records a cap for it (a renewal), raises the worker
-    /// above its predecessors' ids, then uses it.
+    /// Takes a worker id just granted: once the mark writer has read the marks, raises the
+    /// worker above its predecessors' ids, records a cap for it (a renewal), then uses it.
+    /// Nothing is recorded before that: the registry would hand a cap recorded for a lease
+    /// not yet used back as its last mark at the next claim, and the worker would start above
+    /// it, the TTL and the marks' reach ahead of the clock.
     pub(super) fn take(&mut self, held: Held, a: &Answer) {
         let p = self.shared.params;
         let worker = held.worker;
@@ -210,10 +213,8 @@ impl Keeper {
         }
         let floor = floor.min(p.tick_limit);
         self.phase = Phase::Idle;
-        let Some(held) = self.record_cap(held, floor) else {
-            return;
-        };
-        // This start's, from now on, in the registry: claimed again at once.
+        // This start's, from now on, in the registry (the grant raised the fence): claimed
+        // again at once.
         self.shared.control().lease.fence = Some(held.fence);
         if !self.registry_seen_known() {
             // Claimed without the registry this server last leased from (the mark writer has
@@ -258,6 +259,9 @@ impl Keeper {
                 );
             }
         }
+        let Some(held) = self.record_cap(held, floor) else {
+            return;
+        };
         self.use_lease(held);
         errors::log(
             format!("snowflake: {NAME}: this server holds worker id {worker}"),
