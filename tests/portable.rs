@@ -1083,6 +1083,84 @@ fn a_second_clock_jump_and_rewind_never_bring_back_the_ids_of_the_first() {
     assert_no_duplicates(&all);
 }
 
+/// A range an hour wide reserved by a rewind: ten ids minted ten minutes ahead, ten more once
+/// the owner raised the counter an hour ahead, then the clock right again and the jump rewound.
+/// The ids, and the range.
+fn an_hour_reserved(cluster: &Cluster, app: &mut postgres::Client) -> (Vec<i64>, i64, i64) {
+    set_server_clock(cluster, app, 600);
+    let mut during = singles(app, 10);
+    let an_hour_ahead = during[9] + (3_000_000_i64 << 22);
+    app.query_one("SELECT snowflake_restore_mark($1)", &[&an_hour_ahead])
+        .unwrap();
+    during.extend(singles(app, 10));
+    set_server_clock(cluster, app, 0);
+    let (reserved_from, reserved_to) = rewind(app);
+    assert!(reserved_from <= during[0] && reserved_to >= during[19]);
+    (during, reserved_from, reserved_to)
+}
+
+/// `snowflake_rewind(3)`: the range it reserved.
+fn rewind(app: &mut postgres::Client) -> (i64, i64) {
+    app.query_one(
+        "SELECT reserved_from, reserved_to FROM snowflake_rewind(3)",
+        &[],
+    )
+    .map(|r| (r.get(0), r.get(1)))
+    .unwrap()
+}
+
+/// A second jump landing inside the range the first rewind reserved: its rewind once refused,
+/// saying the clock was still ahead when it was right.
+#[test]
+fn a_second_clock_jump_into_the_range_a_rewind_reserved_is_rewound_with_it() {
+    let (cluster, mut app) = faketime_portable("portable-rewind-into", "snowflake");
+    let before = singles(&mut app, 10);
+    let (first_jump, reserved_from, reserved_to) = an_hour_reserved(&cluster, &mut app);
+
+    // Twenty minutes ahead, inside the range: the counter follows the clock (at the first
+    // move: a batch is one) and skips the range.
+    set_server_clock(&cluster, &mut app, 1200);
+    let second_jump = ids(&mut app, "SELECT snowflake_nextval_batch(10)");
+    assert!(second_jump.iter().all(|&id| id > reserved_to));
+    set_server_clock(&cluster, &mut app, 0);
+    let (from, to) = rewind(&mut app);
+    assert_eq!(from, reserved_from);
+    assert!(to >= second_jump[9]);
+    let now: Vec<i64> = singles(&mut app, 10);
+    assert!(
+        now.iter().all(|&id| id > before[9] && id < from),
+        "ids after the rewind are not back under both jumps: {now:?}"
+    );
+    let all: Vec<i64> = [before, first_jump, second_jump, now].concat();
+    assert_no_duplicates(&all);
+}
+
+/// A second jump stopping short of the range the first rewind reserved: its rewind once refused,
+/// the range being still ahead of the counter.
+#[test]
+fn a_second_clock_jump_short_of_the_range_a_rewind_reserved_is_rewound_with_it() {
+    let (cluster, mut app) = faketime_portable("portable-rewind-short", "snowflake");
+    let before = singles(&mut app, 10);
+    let (first_jump, reserved_from, reserved_to) = an_hour_reserved(&cluster, &mut app);
+
+    // Two minutes ahead, short of the range, which stays reserved: the counter follows the
+    // clock at the first move (a batch is one; single ids would take one only once the time
+    // unit is full, the first jump's deadline being ahead of the clock).
+    set_server_clock(&cluster, &mut app, 120);
+    let second_jump = ids(&mut app, "SELECT snowflake_nextval_batch(10)");
+    assert!(second_jump.iter().all(|&id| id < reserved_from));
+    set_server_clock(&cluster, &mut app, 0);
+    let (from, to) = rewind(&mut app);
+    assert!(from <= second_jump[0] && to == reserved_to);
+    let now: Vec<i64> = singles(&mut app, 10);
+    assert!(
+        now.iter().all(|&id| id > before[9] && id < from),
+        "ids after the rewind are not back under both jumps: {now:?}"
+    );
+    let all: Vec<i64> = [before, first_jump, second_jump, now].concat();
+    assert_no_duplicates(&all);
+}
+
 #[test]
 fn the_install_refuses_an_operator_another_role_planted_in_its_schema_naming_it() {
     let cluster = plain_server("portable-planted-in-schema", &[]);

@@ -97,6 +97,8 @@
 -- spell). The latest move that went more than 1 s ahead is recorded; once the clock is right
 -- again, the owner's snowflake_rewind(worker) returns the counter to it and reserves the ids
 -- issued since the jump, which moves skip when they reach them (as the native edition does).
+-- A jump followed while such a range is reserved starts, for its rewind, no later than the
+-- range: the rewind reserves the two at once, and the counter returns to the clock.
 -- The deadline the jump set stays (deadlines only grow, so that no stable generation value
 -- comes back): until the clock reaches it, the counter moves up to the clock only when a time
 -- unit fills, and at low rates ids decode to as early as the rewind until then. (In Sonyflake's
@@ -974,7 +976,10 @@ BEGIN
         next_id := greatest(_snowflake_at_or_after(jump_base + 1, w, cfg.layout), _snowflake_unit_id(now_ms, w, cfg.layout));
         IF jump_from = 0 THEN
             refusal := 'no jump';
-        ELSIF still_to > 0 AND pg_sequence_last_value('snowflake_portable_counter') <= still_to THEN
+        ELSIF still_to > 0 AND pg_sequence_last_value('snowflake_portable_counter') <= still_to
+              AND jump_from > still_from THEN
+            -- (A jump followed while a range was reserved starts at or below it, and is
+            -- rewound with it, below: this one an earlier version of this file recorded.)
             refusal := 'still reserved';
         ELSIF next_id >= jump_from THEN
             refusal := 'clock still ahead';
@@ -989,8 +994,10 @@ BEGIN
                 refusal := 'nothing issued';
                 PERFORM setval('snowflake_portable_jump_from', 0), setval('snowflake_portable_jump_base', 0);
             ELSE
+                -- With the range an earlier rewind reserved, if the counter has not passed
+                -- it (the jump started at or below it).
                 reserved_from := jump_from;
-                reserved_to := c;
+                reserved_to := greatest(c, still_to);
                 PERFORM setval('snowflake_portable_reserved_from', reserved_from),
                         setval('snowflake_portable_reserved_to', reserved_to),
                         setval('snowflake_portable_jump_from', 0), setval('snowflake_portable_jump_base', 0);
@@ -1202,10 +1209,17 @@ BEGIN
                 -- Following the clock. A step of more than a second may be a jump of the clock (or
                 -- an idle spell: SQL cannot tell), which snowflake_rewind can undo: remember it.
                 IF ((clock_id >> %4$s) - (first_id >> %4$s)) * %5$s > 1000 THEN
-                    -- Above a reserved range too: this move may pass it (and forget it), and a
-                    -- rewind of this jump must not bring the counter back under it.
-                    PERFORM setval('snowflake_portable_jump_base', greatest(c, reserved_to)),
-                            setval('snowflake_portable_jump_from', clock_id);
+                    IF reserved_to > 0 AND c < reserved_from THEN
+                        -- A range an earlier rewind reserved lies ahead (moves skip it): this
+                        -- move may pass it, and forget it. The jump starts no later than the
+                        -- range, so that its rewind reserves both and brings the counter back
+                        -- to the clock, below them.
+                        PERFORM setval('snowflake_portable_jump_base', c),
+                                setval('snowflake_portable_jump_from', least(clock_id, reserved_from));
+                    ELSE
+                        PERFORM setval('snowflake_portable_jump_base', greatest(c, reserved_to)),
+                                setval('snowflake_portable_jump_from', clock_id);
+                    END IF;
                 END IF;
                 first_id := clock_id;
             END IF;
