@@ -260,8 +260,10 @@ fn a_lease_granted_before_the_marks_are_read_records_no_cap_and_its_ids_start_at
     server.start();
     // The registry grants the worker id at once; the keeper waits for the marks, and records
     // nothing meanwhile.
-    let status = wait_for_standing(&server, "claiming");
-    assert!(status.contains("waiting for the mark writer"), "{status}");
+    let mut c = server.connect();
+    wait_until("the keeper to wait for the marks", PATIENCE, || {
+        registry_status(&mut c).contains("waiting for the mark writer")
+    });
     let held: bool = registry.connect().scalar(&format!(
         "SELECT state = 'held' FROM snowflake_registry.lease_list WHERE worker = {worker}"
     ));

@@ -216,6 +216,7 @@ impl Keeper {
         // This start's, from now on, in the registry (the grant raised the fence): claimed
         // again at once.
         self.shared.control().lease.fence = Some(held.fence);
+        self.succeeded();
         if !self.registry_seen_known() {
             // Claimed without the registry this server last leased from (the mark writer has
             // not read it yet: it may be waiting for a synchronous standby): not used until a
