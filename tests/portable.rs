@@ -1099,6 +1099,20 @@ fn an_hour_reserved(cluster: &Cluster, app: &mut postgres::Client) -> (Vec<i64>,
     (during, reserved_from, reserved_to)
 }
 
+/// Ten ids once the owner asked to mint from the time unit of `from` on, the first id of the
+/// range `from..=to` a rewind reserved: all of them past the range.
+fn restored_under(app: &mut postgres::Client, from: i64, to: i64) -> Vec<i64> {
+    let unit = 1_i64 << 22;
+    app.query_one("SELECT snowflake_restore_mark($1)", &[&(from - unit)])
+        .unwrap();
+    let past = singles(app, 10);
+    assert!(
+        past.iter().all(|&id| id > to),
+        "ids in the reserved range {from}..={to}: {past:?}"
+    );
+    past
+}
+
 /// `snowflake_rewind(3)`: the range it reserved.
 fn rewind(app: &mut postgres::Client) -> (i64, i64) {
     app.query_one(
@@ -1131,7 +1145,8 @@ fn a_second_clock_jump_into_the_range_a_rewind_reserved_is_rewound_with_it() {
         now.iter().all(|&id| id > before[9] && id < from),
         "ids after the rewind are not back under both jumps: {now:?}"
     );
-    let all: Vec<i64> = [before, first_jump, second_jump, now].concat();
+    let past = restored_under(&mut app, from, to);
+    let all: Vec<i64> = [before, first_jump, second_jump, now, past].concat();
     assert_no_duplicates(&all);
 }
 
@@ -1157,7 +1172,8 @@ fn a_second_clock_jump_short_of_the_range_a_rewind_reserved_is_rewound_with_it()
         now.iter().all(|&id| id > before[9] && id < from),
         "ids after the rewind are not back under both jumps: {now:?}"
     );
-    let all: Vec<i64> = [before, first_jump, second_jump, now].concat();
+    let past = restored_under(&mut app, from, to);
+    let all: Vec<i64> = [before, first_jump, second_jump, now, past].concat();
     assert_no_duplicates(&all);
 }
 
