@@ -1099,9 +1099,30 @@ fn an_hour_reserved(cluster: &Cluster, app: &mut postgres::Client) -> (Vec<i64>,
     (during, reserved_from, reserved_to)
 }
 
-/// Ten ids once the owner asked to mint from the time unit of `from` on, the first id of the
-/// range `from..=to` a rewind reserved: all of them past the range.
-fn restored_under(app: &mut postgres::Client, from: i64, to: i64) -> Vec<i64> {
+/// A batch of ten ids minted `offset_s` ahead (a batch is a move: the counter follows the clock
+/// at once, even while the first jump's deadline is ahead of it), then the clock right again
+/// and the jump rewound: the ten ids and the range reserved.
+fn batch_ahead_rewound(
+    cluster: &Cluster,
+    app: &mut postgres::Client,
+    offset_s: i64,
+) -> (Vec<i64>, i64, i64) {
+    set_server_clock(cluster, app, offset_s);
+    let batch = ids(app, "SELECT snowflake_nextval_batch(10)");
+    set_server_clock(cluster, app, 0);
+    let (from, to) = rewind(app);
+    (batch, from, to)
+}
+
+/// After a rewind that reserved `from..=to`: ten ids back under the range (above `above`, the
+/// last id before the jumps), then ten once the owner asked to mint from the range's first
+/// time unit on, all past it. The twenty ids.
+fn under_then_past(app: &mut postgres::Client, above: i64, from: i64, to: i64) -> Vec<i64> {
+    let mut minted = singles(app, 10);
+    assert!(
+        minted.iter().all(|&id| id > above && id < from),
+        "ids after the rewind are not back under both jumps: {minted:?}"
+    );
     let unit = 1_i64 << 22;
     app.query_one("SELECT snowflake_restore_mark($1)", &[&(from - unit)])
         .unwrap();
@@ -1110,7 +1131,8 @@ fn restored_under(app: &mut postgres::Client, from: i64, to: i64) -> Vec<i64> {
         past.iter().all(|&id| id > to),
         "ids in the reserved range {from}..={to}: {past:?}"
     );
-    past
+    minted.extend(past);
+    minted
 }
 
 /// `snowflake_rewind(3)`: the range it reserved.
@@ -1131,22 +1153,13 @@ fn a_second_clock_jump_into_the_range_a_rewind_reserved_is_rewound_with_it() {
     let before = singles(&mut app, 10);
     let (first_jump, reserved_from, reserved_to) = an_hour_reserved(&cluster, &mut app);
 
-    // Twenty minutes ahead, inside the range: the counter follows the clock (at the first
-    // move: a batch is one) and skips the range.
-    set_server_clock(&cluster, &mut app, 1200);
-    let second_jump = ids(&mut app, "SELECT snowflake_nextval_batch(10)");
+    // Twenty minutes ahead, inside the range: the counter follows the clock and skips the range.
+    let (second_jump, from, to) = batch_ahead_rewound(&cluster, &mut app, 1200);
     assert!(second_jump.iter().all(|&id| id > reserved_to));
-    set_server_clock(&cluster, &mut app, 0);
-    let (from, to) = rewind(&mut app);
     assert_eq!(from, reserved_from);
     assert!(to >= second_jump[9]);
-    let now: Vec<i64> = singles(&mut app, 10);
-    assert!(
-        now.iter().all(|&id| id > before[9] && id < from),
-        "ids after the rewind are not back under both jumps: {now:?}"
-    );
-    let past = restored_under(&mut app, from, to);
-    let all: Vec<i64> = [before, first_jump, second_jump, now, past].concat();
+    let after = under_then_past(&mut app, before[9], from, to);
+    let all: Vec<i64> = [before, first_jump, second_jump, after].concat();
     assert_no_duplicates(&all);
 }
 
@@ -1158,22 +1171,12 @@ fn a_second_clock_jump_short_of_the_range_a_rewind_reserved_is_rewound_with_it()
     let before = singles(&mut app, 10);
     let (first_jump, reserved_from, reserved_to) = an_hour_reserved(&cluster, &mut app);
 
-    // Two minutes ahead, short of the range, which stays reserved: the counter follows the
-    // clock at the first move (a batch is one; single ids would take one only once the time
-    // unit is full, the first jump's deadline being ahead of the clock).
-    set_server_clock(&cluster, &mut app, 120);
-    let second_jump = ids(&mut app, "SELECT snowflake_nextval_batch(10)");
+    // Two minutes ahead, short of the range, which stays reserved.
+    let (second_jump, from, to) = batch_ahead_rewound(&cluster, &mut app, 120);
     assert!(second_jump.iter().all(|&id| id < reserved_from));
-    set_server_clock(&cluster, &mut app, 0);
-    let (from, to) = rewind(&mut app);
     assert!(from <= second_jump[0] && to == reserved_to);
-    let now: Vec<i64> = singles(&mut app, 10);
-    assert!(
-        now.iter().all(|&id| id > before[9] && id < from),
-        "ids after the rewind are not back under both jumps: {now:?}"
-    );
-    let past = restored_under(&mut app, from, to);
-    let all: Vec<i64> = [before, first_jump, second_jump, now, past].concat();
+    let after = under_then_past(&mut app, before[9], from, to);
+    let all: Vec<i64> = [before, first_jump, second_jump, after].concat();
     assert_no_duplicates(&all);
 }
 
