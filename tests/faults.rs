@@ -407,8 +407,14 @@ fn activity(c: &mut postgres::Client, condition: &str) -> bool {
 
 #[test]
 fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
-    let (cluster, _) = minting_into_t("fault-sync-cancel");
+    // No clock is stepped here: the server runs without libfaketime, one thing fewer between
+    // the reload and the commits that wait (its lock around every stat() is one all of a
+    // server's processes share).
+    let cluster = Cluster::new("fault-sync-cancel", &["snowflake.worker_id=4"]);
+    cluster.start();
     let mut c = cluster.connect();
+    c.batch_execute("CREATE EXTENSION snowflake_ext").unwrap();
+    assert!(c.scalar::<i64>("SELECT snowflake_nextval()") > 0);
     let writer: i32 = c.scalar(
         "SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake_ext mark writer'",
     );
@@ -417,9 +423,12 @@ fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
     cluster.set_and_reload("synchronous_standby_names", "nobody");
     let mut probe = cluster.connect();
     let probe_pid: i32 = probe.scalar("SELECT pg_backend_pid()");
-    let probing =
-        std::thread::spawn(move || while probe.batch_execute("SELECT txid_current()").is_ok() {});
-    wait_until(
+    let probing = std::thread::spawn(move || loop {
+        if let Err(e) = probe.batch_execute("SELECT txid_current()") {
+            return e.to_string();
+        }
+    });
+    wait_until_or(
         "commits to wait for the synchronous standby",
         PATIENCE,
         || {
@@ -427,6 +436,13 @@ fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
                 &mut c,
                 &format!("pid = {probe_pid} AND wait_event = 'SyncRep'"),
             )
+        },
+        || {
+            let probe = match probing.is_finished() {
+                true => "the probe stopped on an error",
+                false => "the probe still commits",
+            };
+            format!("{probe}; the server's processes:\n{}", cluster.processes())
         },
     );
     c.query_one("SELECT pg_terminate_backend($1)", &[&probe_pid])
@@ -442,19 +458,29 @@ fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
             .map_err(|e| e.as_db_error().map(|d| d.code().code().to_string()))
     });
     // The writer's commit waits for the standby, and the asking backend for the writer.
-    wait_until("the mark writer to wait for the standby", PATIENCE, || {
-        activity(
-            &mut c,
-            &format!("pid = {writer} AND wait_event = 'SyncRep'"),
-        )
-    });
-    wait_until("the backend to wait for a mark", PATIENCE, || {
-        activity(
-            &mut c,
-            "pid <> pg_backend_pid() AND query LIKE '%snowflake_nextval(77)%'
-             AND wait_event_type = 'Extension'",
-        )
-    });
+    wait_until_or(
+        "the mark writer to wait for the standby",
+        PATIENCE,
+        || {
+            activity(
+                &mut c,
+                &format!("pid = {writer} AND wait_event = 'SyncRep'"),
+            )
+        },
+        || cluster.processes(),
+    );
+    wait_until_or(
+        "the backend to wait for a mark",
+        PATIENCE,
+        || {
+            activity(
+                &mut c,
+                "pid <> pg_backend_pid() AND query LIKE '%snowflake_nextval(77)%'
+                 AND wait_event_type = 'Extension'",
+            )
+        },
+        || cluster.processes(),
+    );
     // The wait for the standby is cancelled: the commit returns, but the mark is on no standby.
     c.query_one("SELECT pg_cancel_backend($1)", &[&writer])
         .unwrap();

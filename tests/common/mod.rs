@@ -308,6 +308,62 @@ impl Cluster {
         pid.lines().next().unwrap().trim().parse().unwrap()
     }
 
+    /// What each process of this server is doing, for a test that waited in vain: its
+    /// pg_stat_activity row (by pid) and, from /proc, its state (R, S, D, T: stopped) and the
+    /// kernel function it sleeps in. A wait on a server that never came tells which process
+    /// held it up, and whether on a lock, a wait event, the disk or a signal.
+    pub fn processes(&self) -> String {
+        let activity: Vec<(i32, String)> = match self.try_connect() {
+            Some(mut c) => c
+                .query(
+                    "SELECT pid, concat_ws(' ', backend_type, state, wait_event_type, wait_event,
+                                           left(query, 60))
+                       FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
+                    &[],
+                )
+                .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let postmaster = self.postmaster_pid();
+        let children = Command::new("pgrep")
+            .args(["-P", &postmaster.to_string()])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        std::iter::once(postmaster)
+            .chain(children.split_whitespace().filter_map(|p| p.parse().ok()))
+            .map(|pid: i32| {
+                let proc = |f: &str| {
+                    std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_default()
+                };
+                let stat = proc("stat");
+                // The state follows the command's closing parenthesis.
+                let state = stat
+                    .rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.split_whitespace().next())
+                    .unwrap_or("?")
+                    .to_string();
+                let seen = activity
+                    .iter()
+                    .find(|(p, _)| *p == pid)
+                    .map(|(_, a)| a.as_str())
+                    .unwrap_or("");
+                format!(
+                    "{pid} [{state} in {}] {} | {seen}",
+                    proc("wchan"),
+                    proc("cmdline").replace('\0', " ").trim()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// A connection, or `None` if the server does not accept one within its connect_timeout.
+    pub fn try_connect(&self) -> Option<Client> {
+        Client::connect(&self.conninfo("postgres"), NoTls).ok()
+    }
+
     pub fn conninfo(&self, db: &str) -> String {
         format!(
             "host=127.0.0.1 port={} user=postgres dbname={db} connect_timeout=10",
@@ -404,16 +460,35 @@ pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
 }
 
 /// `wait_until` for a value: waits until `ready` returns `Some`, and returns what it holds.
-pub fn wait_for<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Option<T>) -> T {
+pub fn wait_for<T>(what: &str, limit: Duration, ready: impl FnMut() -> Option<T>) -> T {
+    wait_for_or(what, limit, ready, String::new)
+}
+
+/// `wait_until`, and if it waits in vain, the panic also says what `report` finds then
+/// (e.g. [`Cluster::processes`]).
+pub fn wait_until_or(
+    what: &str,
+    limit: Duration,
+    mut done: impl FnMut() -> bool,
+    report: impl FnOnce() -> String,
+) {
+    wait_for_or(what, limit, || done().then_some(()), report)
+}
+
+fn wait_for_or<T>(
+    what: &str,
+    limit: Duration,
+    mut ready: impl FnMut() -> Option<T>,
+    report: impl FnOnce() -> String,
+) -> T {
     let start = Instant::now();
     loop {
         if let Some(value) = ready() {
             return value;
         }
-        assert!(
-            start.elapsed() < limit,
-            "waited {limit:?} in vain for {what}"
-        );
+        if start.elapsed() >= limit {
+            panic!("waited {limit:?} in vain for {what}\n{}", report());
+        }
         std::thread::sleep(POLL);
     }
 }
