@@ -423,9 +423,12 @@ fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
     cluster.set_and_reload("synchronous_standby_names", "nobody");
     let mut probe = cluster.connect();
     let probe_pid: i32 = probe.scalar("SELECT pg_backend_pid()");
+    let (stopped, why) = std::sync::mpsc::channel();
     let probing = std::thread::spawn(move || loop {
         if let Err(e) = probe.batch_execute("SELECT txid_current()") {
-            return e.to_string();
+            // Terminated below once a commit waits; an earlier end is reported.
+            let _ = stopped.send(e.to_string());
+            return;
         }
     });
     wait_until_or(
@@ -438,10 +441,10 @@ fn a_cancelled_wait_for_a_synchronous_standby_grants_no_mark() {
             )
         },
         || {
-            let probe = match probing.is_finished() {
-                true => "the probe stopped on an error",
-                false => "the probe still commits",
-            };
+            let probe = why
+                .try_recv()
+                .map(|e| format!("the probe stopped: {e}"))
+                .unwrap_or_else(|_| "the probe still commits".into());
             format!("{probe}; the server's processes:\n{}", cluster.processes())
         },
     );
