@@ -647,6 +647,21 @@ BEGIN
     END IF;
     RETURN a;
   END IF;
+  IF holder = me AND r.released_at IS NULL AND NOT r.elsewhere AND r.boot IS DISTINCT FROM p_boot
+     AND r.expires_at >= pg_catalog.now() AND r.recovered_at IS NOT NULL THEN
+    -- Another start of this server holds it by the word of a registry that went back in time
+    -- and was recovered: no proof that two run. It is as likely the start this one replaced
+    -- after a kill (on the same machine run, at once), the lease it had when the copy the
+    -- registry came back from was taken still running. This start stops using it and claims
+    -- again (waiting out the lock-delay: displaced, the lease is never taken at once); that
+    -- start, if it does run, is told at its next renewal that a copy runs, and stops, before
+    -- the lock-delay has passed.
+    UPDATE snowflake_registry.leases l
+       SET displaced_at = pg_catalog.now(), displaced_by = 'start ' || p_boot
+     WHERE l.worker = p_worker;
+    a.reason := pg_catalog.format('the registry, recovered after it went back in time, names another start of this server (boot %s) as its holder: this start claims it again', r.boot);
+    RETURN a;
+  END IF;
   IF holder = me AND r.released_at IS NULL AND NOT r.elsewhere
      AND (r.boot = p_boot OR r.expires_at >= pg_catalog.now()) THEN
     -- This server's identity holds it, but not this start, or not with this fence, and that
