@@ -174,18 +174,11 @@ struct Done {
     note: String,
 }
 
+/// The server's children, then its postmaster.
 fn pids_of(cluster: &Cluster) -> Vec<String> {
-    let postmaster = cluster.postmaster_pid().to_string();
-    let out = std::process::Command::new("pgrep")
-        .args(["-P", &postmaster])
-        .output()
-        .unwrap();
-    let mut pids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    pids.push(postmaster);
-    pids
+    let mut pids = cluster.pids();
+    pids.rotate_left(1);
+    pids.iter().map(i32::to_string).collect()
 }
 
 fn keeper_of(cluster: &Cluster) -> Option<String> {

@@ -991,16 +991,10 @@ fn ten_ids_a_minute_ahead_rewound(
     set_server_clock(cluster, app, 60);
     let during = singles(app, 10);
     set_server_clock(cluster, app, 0);
-    let row = app
-        .query_one(
-            "SELECT reserved_from, reserved_to FROM snowflake_rewind(3)",
-            &[],
-        )
-        .unwrap();
-    let (reserved_from, reserved_to): (i64, i64) = (row.get(0), row.get(1));
+    let (reserved_from, reserved_to) = rewind(app);
     assert!(
         reserved_from <= during[0] && reserved_to >= during[9],
-        "{during:?} outside the reserved range {row:?}"
+        "{during:?} outside the reserved range {reserved_from}..={reserved_to}"
     );
     (during, reserved_from, reserved_to)
 }

@@ -308,6 +308,19 @@ impl Cluster {
         pid.lines().next().unwrap().trim().parse().unwrap()
     }
 
+    /// The pids of this server's processes: the postmaster's, then its children's.
+    pub fn pids(&self) -> Vec<i32> {
+        let postmaster = self.postmaster_pid();
+        let children = Command::new("pgrep")
+            .args(["-P", &postmaster.to_string()])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        std::iter::once(postmaster)
+            .chain(children.split_whitespace().filter_map(|p| p.parse().ok()))
+            .collect()
+    }
+
     /// What each process of this server is doing, for a test that waited in vain: its
     /// pg_stat_activity row (by pid) and, from /proc, its state (R, S, D, T: stopped) and the
     /// kernel function it sleeps in. A wait on a server that never came tells which process
@@ -325,15 +338,9 @@ impl Cluster {
                 .unwrap_or_default(),
             None => Vec::new(),
         };
-        let postmaster = self.postmaster_pid();
-        let children = Command::new("pgrep")
-            .args(["-P", &postmaster.to_string()])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        std::iter::once(postmaster)
-            .chain(children.split_whitespace().filter_map(|p| p.parse().ok()))
-            .map(|pid: i32| {
+        self.pids()
+            .into_iter()
+            .map(|pid| {
                 let proc = |f: &str| {
                     std::fs::read_to_string(format!("/proc/{pid}/{f}")).unwrap_or_default()
                 };
