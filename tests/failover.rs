@@ -717,14 +717,8 @@ fn a_base_backup_restored_with_archived_wal_an_hour_back_mints_above_what_it_rep
 }
 
 /// A directory for archived WAL, `postgres`'s.
-fn a_wal_archive() -> std::path::PathBuf {
-    let archive = test_dir("pitr-archive");
-    std::fs::create_dir_all(&archive).unwrap();
-    std::process::Command::new("chown")
-        .args(["postgres:postgres", archive.to_str().unwrap()])
-        .status()
-        .unwrap();
-    archive
+fn a_wal_archive() -> Scratch {
+    Scratch::dir_for_postgres("pitr-archive")
 }
 
 /// A primary of worker 6 that archives its WAL into `archive`, started.
@@ -737,14 +731,8 @@ fn a_primary_of_worker_6_archiving_its_wal_into(archive: &Path) -> Cluster {
 }
 
 /// A base backup of `primary` (with pg_basebackup); returns its directory.
-fn a_base_backup_of(primary: &Cluster) -> std::path::PathBuf {
-    let backup = test_dir("pitr-backup");
-    let _ = std::fs::remove_dir_all(&backup);
-    std::fs::create_dir_all(&backup).unwrap();
-    std::process::Command::new("chown")
-        .args(["postgres:postgres", backup.to_str().unwrap()])
-        .status()
-        .unwrap();
+fn a_base_backup_of(primary: &Cluster) -> Scratch {
+    let backup = Scratch::dir_for_postgres("pitr-backup");
     let port = primary.port.to_string();
     run_as_postgres(
         Path::new("/"),
@@ -851,12 +839,7 @@ fn upgrade(mode: &str) {
     let largest = *issued.iter().max().unwrap();
     old.stop();
     let mut new = Cluster::new(&format!("upgrade-new{mode}"), &["snowflake.worker_id=7"]);
-    let work = test_dir(&format!("upgrade-work{mode}"));
-    std::fs::create_dir_all(&work).unwrap();
-    std::process::Command::new("chown")
-        .args(["postgres:postgres", work.to_str().unwrap()])
-        .status()
-        .unwrap();
+    let work = Scratch::dir_for_postgres(&format!("upgrade-work{mode}"));
     let bin = pg_bin("");
     let (p1, p2) = (free_port().to_string(), free_port().to_string());
     let args = |extra: &str| {

@@ -544,7 +544,7 @@ fn a_registry_behind_a_multi_host_string_is_followed_to_its_new_primary_and_its_
     registry2.start();
 
     // The password in a passfile of the server's OS user.
-    let passfile = test_dir("lease-passfile");
+    let passfile = Scratch::path("lease-passfile");
     std::fs::write(&passfile, format!("127.0.0.1:*:postgres:fleet:{SECRET}\n")).unwrap();
     let owned = std::process::Command::new("chown")
         .args(["postgres:postgres", passfile.to_str().unwrap()])
@@ -652,7 +652,7 @@ fn a_registry_behind_a_multi_host_string_is_followed_to_its_new_primary_and_its_
     all.extend(mint(&cluster, 5000));
 
     // A new passfile: the reloaded setting is used at once, through a new connection.
-    let passfile2 = test_dir("lease-passfile-2");
+    let passfile2 = Scratch::path("lease-passfile-2");
     std::fs::rename(&passfile, &passfile2).unwrap();
     let reloaded_at: std::time::SystemTime = r2.scalar("SELECT now()");
     c.batch_execute(&format!(

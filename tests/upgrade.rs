@@ -272,12 +272,7 @@ fn copy_into_15_19() {
 /// `mode` (`--check`, `--copy`, `--link`), as postgres in a work directory named for `name`;
 /// returns its output.
 fn pg_upgrade(old: &Cluster, new: &Cluster, name: &str, mode: &str) -> String {
-    let work = test_dir(name);
-    std::fs::create_dir_all(&work).unwrap();
-    Command::new("chown")
-        .args(["postgres:postgres", work.to_str().unwrap()])
-        .status()
-        .unwrap();
+    let work = Scratch::dir_for_postgres(name);
     let (p1, p2) = (free_port().to_string(), free_port().to_string());
     let (old_bin, new_bin) = (old.bin(""), new.bin(""));
     run_as_postgres(

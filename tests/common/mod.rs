@@ -98,6 +98,55 @@ pub fn test_dir(name: &str) -> PathBuf {
     root.join(format!("{name}-{}", std::process::id()))
 }
 
+/// A path of this test run (a [`test_dir`]) that is removed, with whatever it holds, when
+/// dropped: a test's own directory or file that belongs to no cluster (a WAL archive, a base
+/// backup, a passfile, pg_upgrade's work directory). Left behind, they added up, run after run,
+/// on the disk that the suite's clusters and builds share.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// The path, with nothing there yet (the test writes a file or a directory there).
+    pub fn path(name: &str) -> Scratch {
+        Scratch(test_dir(name))
+    }
+
+    /// An empty directory there that `postgres` owns (the server and its tools write into it).
+    pub fn dir_for_postgres(name: &str) -> Scratch {
+        let scratch = Scratch::path(name);
+        let _ = std::fs::remove_dir_all(&scratch.0);
+        std::fs::create_dir_all(&scratch.0).unwrap();
+        let owned = Command::new("chown")
+            .args(["postgres:postgres", scratch.0.to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(owned.success(), "chown of {}", scratch.0.display());
+        scratch
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.0.is_dir() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        } else {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
 /// A port for a test's server, this process's until it exits.
 ///
 /// Not one from `bind(0)`: that comes from the kernel's ephemeral range (32768 to 60999), from
