@@ -189,6 +189,64 @@ fn a_server_killed_then_met_by_a_registry_restored_from_before_is_not_taken_for_
     assert_no_duplicates(&all);
 }
 
+/// A registry recovered after it went back in time knows a lease only as the copy it came back
+/// from left it. A lease that had run out there may have changed hands in the history it lost:
+/// its holder stalled past its TTL, another server waited that out, took the worker id and
+/// minted. The holder, renewing on the connection it kept, was believed and went on at its
+/// clock, where that server's ids may lie. It claims again instead, and mints above the time
+/// the lost history could have reached. (The registry is recovered where it runs, so that the
+/// holder's connection survives: a restore would cut it, and the holder, its lease run out,
+/// would claim anew whatever the registry said.)
+#[test]
+fn a_holder_that_stalled_past_its_lease_is_not_renewed_by_a_recovered_registry_and_mints_above_the_lost_history(
+) {
+    let registry = registry("handover-ranout-registry");
+    let holder = leasing_server(
+        "handover-ranout-holder",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
+    );
+    assert_eq!(leased(&holder), 7);
+    let mut all = mint(&holder, 100);
+    let keeper = keeper_pid(&holder);
+    signal(&keeper, "-STOP");
+    let mut r = registry.connect();
+    r.batch_execute("SELECT snowflake_registry.recover()")
+        .unwrap();
+    let min_start: String =
+        r.scalar("SELECT min_start_at::text FROM snowflake_registry.leases WHERE worker = 7");
+    wait_until("the stalled holder's lease to run out", PATIENCE, || {
+        r.scalar("SELECT expires_at < now() FROM snowflake_registry.leases WHERE worker = 7")
+    });
+    signal(&keeper, "-CONT");
+    let mut c = holder.connect();
+    let id: i64 = wait_for("the holder to mint again", PATIENCE, || {
+        c.query_one("SELECT snowflake_nextval()", &[])
+            .ok()
+            .map(|row| row.get(0))
+    });
+    let above: bool = c
+        .query_one(
+            "SELECT (snowflake_decode($1)).ts >= $2::text::timestamptz",
+            &[&id, &min_start],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        above,
+        "the holder went on at its clock: id {id} is below the recovered registry's {min_start}\n{}",
+        holder.log()
+    );
+    assert!(
+        holder.log().contains("has this lease as run out at"),
+        "{}",
+        holder.log()
+    );
+    all.push(id);
+    all.extend(mint(&holder, 100));
+    assert_no_duplicates(&all);
+}
+
 #[test]
 fn a_claimer_whose_clock_is_an_hour_behind_the_registrys_is_refused_until_it_is_set_right() {
     // The registry's clock an hour ahead, rather than the server's an hour behind: on

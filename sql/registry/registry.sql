@@ -614,6 +614,16 @@ BEGIN
   END IF;
   -- The same request again: its answer was lost (the holder gave up waiting for it).
   replay := r.fence = p_fence + 1 AND r.last_request = p_request;
+  IF holder = me AND r.recovered_at IS NOT NULL AND r.expires_at < pg_catalog.now()
+     AND r.released_at IS NULL AND NOT r.elsewhere THEN
+    -- A registry that went back in time and was recovered knows this lease only as the copy
+    -- it came back from left it, run out: in the history it lost, its holder may have stalled
+    -- and another server waited that out, taken it and minted, and may mint still. Renewed,
+    -- this start would go on at its clock beside that server; it claims again instead, and
+    -- starts above the time that history could have reached (min_start_at).
+    a.reason := pg_catalog.format('the registry, recovered after it went back in time, has this lease as run out at %s: it may have changed hands in the history the registry lost; this start claims it again', r.expires_at);
+    RETURN a;
+  END IF;
   IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
      AND (r.fence = p_fence OR replay OR r.recovered_at IS NOT NULL) THEN
     IF r.displaced_at > r.since THEN
