@@ -252,10 +252,161 @@ fn a_holder_that_stalled_past_its_lease_is_not_renewed_by_a_recovered_registry_a
         holder.log()
     );
     assert!(
-        holder.log().contains("has this lease as run out at"),
+        holder
+            .log()
+            .contains("may have changed hands in the history the registry lost"),
         "{}",
         holder.log()
     );
+}
+
+/// The holder's clock, not the copy's expiry, decides: a recovered registry's copy may have a
+/// lease still running that ran out in the history it lost (a lock_delay lowered since the copy
+/// made the holder's leases shorter there, and another server took the worker id once the
+/// shorter one had run out). A holder whose lease ran out on its own clock claims again, above
+/// that history, whatever the copy says. (The copy's longer lease is written into the row by
+/// hand, as the registry's owner, just before the recovery.)
+#[test]
+fn a_holder_whose_lease_ran_out_is_not_renewed_by_a_recovered_registry_whose_copy_has_it_running() {
+    let registry = registry("handover-ranout-running-registry");
+    let holder = leasing_server(
+        "handover-ranout-running-holder",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
+    );
+    assert_eq!(leased(&holder), 7);
+    mint(&holder, 100);
+    let keeper = keeper_pid(&holder);
+    signal(&keeper, "-STOP");
+    let mut c = holder.connect();
+    wait_until(
+        "the stalled holder's lease to run out on its clock",
+        PATIENCE,
+        || c.query_one("SELECT snowflake_nextval()", &[]).is_err(),
+    );
+    let mut r = registry.connect();
+    r.batch_execute(
+        "BEGIN;
+         UPDATE snowflake_registry.leases SET expires_at = now() + interval '1 minute' WHERE worker = 7;
+         SELECT snowflake_registry.recover();
+         COMMIT;",
+    )
+    .unwrap();
+    let min_start: String =
+        r.scalar("SELECT min_start_at::text FROM snowflake_registry.leases WHERE worker = 7");
+    signal(&keeper, "-CONT");
+    let id: i64 = wait_for("the holder to mint again", PATIENCE, || {
+        c.query_one("SELECT snowflake_nextval()", &[])
+            .ok()
+            .map(|row| row.get(0))
+    });
+    let above: bool = c
+        .query_one(
+            "SELECT (snowflake_decode($1)).ts >= $2::text::timestamptz",
+            &[&id, &min_start],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        above,
+        "the holder went on at its clock: id {id} is below the recovered registry's {min_start}\n{}",
+        holder.log()
+    );
+    assert!(
+        holder.log().contains("this server's lease had run out"),
+        "{}",
+        holder.log()
+    );
+}
+
+/// A holder that ran on while its registry went back in time and was recovered keeps its
+/// worker id, even where the copy the registry came back from has its lease run out: its lease
+/// never ran out on its own clock, so nobody could take the worker id in the lost history.
+#[test]
+fn a_holder_that_ran_on_keeps_its_worker_id_through_a_recovery_whose_copy_has_its_lease_run_out() {
+    let registry = registry("handover-ran-on-registry");
+    // Long leases, so that a busy machine never lets this one run out by itself.
+    registry
+        .connect()
+        .batch_execute("SELECT snowflake_registry.set_limits(interval '30 s')")
+        .unwrap();
+    let holder = leasing_server(
+        "handover-ran-on-holder",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=30s"],
+    );
+    assert_eq!(leased(&holder), 7);
+    mint(&holder, 100);
+    let mut r = registry.connect();
+    let since: String =
+        r.scalar("SELECT since::text FROM snowflake_registry.leases WHERE worker = 7");
+    // The copy's lease, run out, written by hand with the recovery, in one transaction.
+    r.batch_execute(
+        "BEGIN;
+         UPDATE snowflake_registry.leases SET expires_at = now() - interval '1 s' WHERE worker = 7;
+         SELECT snowflake_registry.recover();
+         COMMIT;",
+    )
+    .unwrap();
+    wait_until("the holder's next renewal", PATIENCE, || {
+        r.scalar("SELECT recovered_at IS NULL FROM snowflake_registry.leases WHERE worker = 7")
+    });
+    let still: String =
+        r.scalar("SELECT since::text FROM snowflake_registry.leases WHERE worker = 7");
+    assert_eq!(still, since, "the holder lost its lease:\n{}", holder.log());
+    assert!(
+        !holder.log().contains("no longer holds worker id"),
+        "{}",
+        holder.log()
+    );
+    assert!(mint(&holder, 100).iter().all(|&id| worker_of(id) == 7));
+}
+
+/// The registry as it was before `renew` took the holder's word that its lease ran out, its
+/// fleet's role given what grant_fleet gave then; then this registry.sql run over it by its
+/// owner, as after an upgrade. The fleet's role may run the new `renew` (the file gives the
+/// fleet's roles their grants again: the new signature is a new function), a server leases and
+/// mints through it, and a renewal in the old form, as a server older than the flag sends it,
+/// is still answered.
+#[test]
+fn a_registry_upgraded_in_place_keeps_its_fleets_grants_and_its_holders() {
+    let registry = Cluster::new(
+        "handover-upgraded-registry",
+        &["shared_preload_libraries=", "max_connections=100"],
+    );
+    registry.start();
+    let mut r = registry.connect();
+    r.batch_execute(include_str!("fixtures/registry-before-ran-out.sql"))
+        .unwrap();
+    r.batch_execute(&format!(
+        "CREATE ROLE fleet LOGIN;
+         SELECT snowflake_registry.grant_fleet('fleet');
+         SELECT snowflake_registry.set_limits(interval '{TEST_LOCK_DELAY_S} s');"
+    ))
+    .unwrap();
+    r.batch_execute(REGISTRY_SQL).unwrap();
+    let may: bool = r.scalar(
+        "SELECT has_function_privilege('fleet',
+           'snowflake_registry.renew(text, text, integer, text, text, text, integer, integer, bigint, bigint, bigint, integer, bigint, uuid, bigint, boolean)',
+           'EXECUTE')",
+    );
+    assert!(may, "the fleet's role lost its grant on renew");
+    let server = leasing_server(
+        "handover-upgraded-server",
+        &registry,
+        &["snowflake.worker_range=7"],
+    );
+    assert_eq!(leased(&server), 7);
+    assert!(mint(&server, 100).iter().all(|&id| worker_of(id) == 7));
+    let old_form: String = connect_as(&registry, "postgres", "fleet")
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.renew('x', 'x', 0, 'x', 'x', $1, 1, 8, 0, 0, 0, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL)",
+            &[&FORGED_SECRET],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(old_form, "lost");
 }
 
 #[test]

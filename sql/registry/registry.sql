@@ -299,6 +299,9 @@ DROP FUNCTION IF EXISTS snowflake_registry.claim(text, text, integer, text, text
 DROP FUNCTION IF EXISTS snowflake_registry.confirm(text, text, integer, text, text, text, integer, integer, bigint, integer, bigint, uuid, bigint);
 DROP FUNCTION IF EXISTS snowflake_registry.renew(text, text, integer, text, text, integer, integer, bigint, bigint, integer, bigint, uuid, bigint);
 DROP FUNCTION IF EXISTS snowflake_registry.release(text, text, integer, text, text, integer, bigint, bigint, uuid, bigint);
+-- renew before the holder said whether its lease had run out (servers older than the flag call
+-- the new one, the flag NULL).
+DROP FUNCTION IF EXISTS snowflake_registry.renew(text, text, integer, text, text, text, integer, integer, bigint, bigint, bigint, integer, bigint, uuid, bigint);
 
 -- What a lease keeps of a holder's secret.
 CREATE OR REPLACE FUNCTION snowflake_registry.secret_hash(p_secret text)
@@ -566,11 +569,13 @@ $$;
 -- Renews the caller's lease of p_worker (last seen with p_fence) for p_ttl_ms, recording p_cap
 -- (an id of the worker) below which it will issue. `renewed` with the new fence, or `lost`,
 -- `duplicate` (a copy of the caller holds it) and why.
+-- p_ran_out: the holder's lease had run out on its own clock when it sent this renewal (NULL from
+-- servers older than the flag).
 CREATE OR REPLACE FUNCTION snowflake_registry.renew(
   p_system_identifier text, p_host text, p_port integer, p_data_directory text,
   p_boot text, p_secret text, p_timeline integer,
   p_worker integer, p_fence bigint, p_request bigint, p_cap bigint, p_ttl_ms integer, p_clock_ms bigint,
-  p_registry uuid, p_seen_epoch bigint)
+  p_registry uuid, p_seen_epoch bigint, p_ran_out boolean DEFAULT NULL)
 RETURNS snowflake_registry.answer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -614,14 +619,20 @@ BEGIN
   END IF;
   -- The same request again: its answer was lost (the holder gave up waiting for it).
   replay := r.fence = p_fence + 1 AND r.last_request = p_request;
-  IF holder = me AND r.recovered_at IS NOT NULL AND r.expires_at < pg_catalog.now()
-     AND r.released_at IS NULL AND NOT r.elsewhere THEN
-    -- A registry that went back in time and was recovered knows this lease only as the copy
-    -- it came back from left it, run out: in the history it lost, its holder may have stalled
-    -- and another server waited that out, taken it and minted, and may mint still. Renewed,
-    -- this start would go on at its clock beside that server; it claims again instead, and
-    -- starts above the time that history could have reached (min_start_at).
-    a.reason := pg_catalog.format('the registry, recovered after it went back in time, has this lease as run out at %s: it may have changed hands in the history the registry lost; this start claims it again', r.expires_at);
+  IF holder = me AND r.boot = p_boot AND r.recovered_at IS NOT NULL AND r.released_at IS NULL
+     AND NOT r.elsewhere AND (p_ran_out OR (p_ran_out IS NULL AND r.expires_at < pg_catalog.now())) THEN
+    -- A registry that went back in time and was recovered knows this lease only as the copy it
+    -- came back from left it. A holder whose lease ran out on its own clock may have been
+    -- waited out in the history the registry lost, and its worker id taken by a server that
+    -- minted, and may mint still: renewed, it would go on at its clock beside that server. It
+    -- claims again instead, and starts above the time that history could have reached
+    -- (min_start_at). The holder's word is the one that counts: the copy's expiry says nothing
+    -- of the lost history (a lock_delay lowered since the copy made the holder's leases
+    -- shorter there). A holder whose lease never ran out held it throughout: nobody could have
+    -- taken it. A server older than the flag is judged by the copy's expiry.
+    a.reason := CASE WHEN p_ran_out
+      THEN 'the registry, recovered after it went back in time, cannot know who held this lease after the copy it came back from, and this server''s lease had run out: it may have changed hands in the history the registry lost; this start claims it again'
+      ELSE pg_catalog.format('the registry, recovered after it went back in time, has this lease as run out at %s: it may have changed hands in the history the registry lost; this start claims it again', r.expires_at) END;
     RETURN a;
   END IF;
   IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
@@ -959,7 +970,7 @@ BEGIN
   EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION
       snowflake_registry.claim(text, text, integer, text, text, text, text, integer, integer, integer, boolean, integer, bigint, bigint, bigint, uuid, bigint),
       snowflake_registry.confirm(text, text, integer, text, text, text, text, integer, integer, bigint, integer, bigint, uuid, bigint),
-      snowflake_registry.renew(text, text, integer, text, text, text, integer, integer, bigint, bigint, bigint, integer, bigint, uuid, bigint),
+      snowflake_registry.renew(text, text, integer, text, text, text, integer, integer, bigint, bigint, bigint, integer, bigint, uuid, bigint, boolean),
       snowflake_registry.release(text, text, integer, text, text, text, integer, bigint, bigint, uuid, bigint),
       snowflake_registry.identity()
     TO %s', p_role);
@@ -967,3 +978,11 @@ END
 $$;
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA snowflake_registry FROM PUBLIC;
+
+-- The fleet's roles (those given claim) keep what grant_fleet gives across a change of a
+-- function's signature: this file, run again after an upgrade, gives it to them again.
+SELECT snowflake_registry.grant_fleet(g.grantee::pg_catalog.regrole)
+  FROM (SELECT DISTINCT x.grantee
+          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) x
+         WHERE p.oid = 'snowflake_registry.claim(text, text, integer, text, text, text, text, integer, integer, integer, boolean, integer, bigint, bigint, bigint, uuid, bigint)'::pg_catalog.regprocedure
+           AND x.grantee <> p.proowner AND x.grantee <> 0) g;

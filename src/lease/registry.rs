@@ -219,7 +219,9 @@ impl Registry<'_> {
     /// Renews `me`'s lease of `worker` (last seen with `fence`) for `ttl_ms`, recording `cap`
     /// (an id of the worker) below which it will issue. `request` is the same for every
     /// attempt of one renewal, so that the registry answers an attempt whose first answer was
-    /// lost as it did the first time.
+    /// lost as it did the first time. `ran_out`: the lease had run out on this server's clock
+    /// when this attempt was sent (a registry that went back in time then cannot know that
+    /// nobody took it meanwhile).
     #[allow(clippy::too_many_arguments)]
     pub fn renew(
         &mut self,
@@ -231,6 +233,7 @@ impl Registry<'_> {
         ttl_ms: u64,
         clock_ms: i64,
         seen: Seen,
+        ran_out: bool,
     ) -> Result<Answer, Failure> {
         let mut params: Vec<Option<String>> = me.key().to_vec();
         params.extend([
@@ -245,11 +248,12 @@ impl Registry<'_> {
             Some(clock_ms.to_string()),
         ]);
         params.extend(seen_params(seen));
+        params.push(Some(ran_out.to_string()));
         self.call(
             "renew",
             &[
                 "text", "text", "int4", "text", "text", "text", "int4", "int4", "int8", "int8",
-                "int8", "int4", "int8", "uuid", "int8",
+                "int8", "int4", "int8", "uuid", "int8", "bool",
             ],
             &params,
         )

@@ -260,7 +260,11 @@ impl Keeper {
                 );
             }
         }
-        let Some(held) = self.record_cap(held, floor) else {
+        let until = Timing {
+            ttl_ms: held.ttl_ms,
+        }
+        .usable_until(held.sent_at);
+        let Some(held) = self.record_cap(held, floor, until) else {
             return;
         };
         self.use_lease(held);

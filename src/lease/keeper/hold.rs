@@ -9,6 +9,10 @@ impl Keeper {
     pub(super) fn renew(&mut self, held: Held) -> bool {
         let timing = self.timing();
         let sent_at = clock::boot_ms();
+        let until = Timing {
+            ttl_ms: held.ttl_ms,
+        }
+        .usable_until(held.sent_at);
         match self.record_cap(
             Held {
                 sent_at,
@@ -16,6 +20,7 @@ impl Keeper {
                 ..held
             },
             0,
+            until,
         ) {
             Some(renewed) => {
                 self.use_lease(renewed);
@@ -27,7 +32,10 @@ impl Keeper {
 
     /// Records in the registry the cap for `held` (from now, above `floor` if the worker is
     /// new), renewing it; the lease renewed, or `None` (and the lease stopped if it is gone).
-    pub(super) fn record_cap(&mut self, held: Held, floor: u64) -> Option<Held> {
+    /// `until`: the boot time until which the lease this renews could be used. Past it, the
+    /// registry is told that the lease ran out here: one that went back in time and was
+    /// recovered cannot know that nobody took it meanwhile, and makes this server claim again.
+    pub(super) fn record_cap(&mut self, held: Held, floor: u64, until: u64) -> Option<Held> {
         let p = self.shared.params;
         let slot = self.shared.slot(held.worker);
         let clock = clock::wall(&p.layout);
@@ -42,6 +50,8 @@ impl Keeper {
             .request
             .get_or_insert_with(|| (clock::random_u64() >> 1) as i64);
         let answer = self.registry(Instant::now() + EXCHANGE).and_then(|mut r| {
+            // Read as the request goes out (connecting may have taken a while).
+            let ran_out = clock::boot_ms() >= until;
             r.renew(
                 &me,
                 held.worker,
@@ -51,6 +61,7 @@ impl Keeper {
                 held.ttl_ms,
                 clock::unix_ms(),
                 seen,
+                ran_out,
             )
         });
         let a = match answer {
