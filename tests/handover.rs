@@ -319,6 +319,47 @@ fn a_holder_whose_lease_ran_out_is_not_renewed_by_a_recovered_registry_whose_cop
     );
 }
 
+/// A registry whose server has just changed (a restore, a failover) may have gone back in time
+/// before anyone can tell (no server that saw a later epoch has called yet), and a fence that
+/// matches there may match in the history it lost, where the holder, stalled past its lease,
+/// may have been replaced. Such a holder claims again instead of renewing. (The change of
+/// server is made by hand: the registry's record of its server's timeline set back, as after
+/// a promotion.)
+#[test]
+fn a_holder_whose_lease_ran_out_is_not_renewed_by_a_registry_whose_server_just_changed() {
+    let registry = registry("handover-ranout-changed-registry");
+    let holder = leasing_server(
+        "handover-ranout-changed-holder",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
+    );
+    assert_eq!(leased(&holder), 7);
+    mint(&holder, 100);
+    let keeper = keeper_pid(&holder);
+    signal(&keeper, "-STOP");
+    let mut c = holder.connect();
+    wait_until(
+        "the stalled holder's lease to run out on its clock",
+        PATIENCE,
+        || c.query_one("SELECT snowflake_nextval()", &[]).is_err(),
+    );
+    registry
+        .connect()
+        .batch_execute("UPDATE snowflake_registry.config SET server_timeline = server_timeline - 1")
+        .unwrap();
+    signal(&keeper, "-CONT");
+    wait_for("the holder to mint again", PATIENCE, || {
+        c.query_one("SELECT snowflake_nextval()", &[])
+            .ok()
+            .map(|row| row.get::<_, i64>(0))
+    });
+    assert!(
+        holder.log().contains("this server's lease had run out"),
+        "the holder renewed a lease that had run out, by a fence of a registry whose server had just changed:\n{}",
+        holder.log()
+    );
+}
+
 /// A holder that ran on while its registry went back in time and was recovered keeps its
 /// worker id, even where the copy the registry came back from has its lease run out: its lease
 /// never ran out on its own clock, so nobody could take the worker id in the lost history.
@@ -363,11 +404,12 @@ fn a_holder_that_ran_on_keeps_its_worker_id_through_a_recovery_whose_copy_has_it
 }
 
 /// The registry as it was before `renew` took the holder's word that its lease ran out, its
-/// fleet's role given what grant_fleet gave then; then this registry.sql run over it by its
-/// owner, as after an upgrade. The fleet's role may run the new `renew` (the file gives the
-/// fleet's roles their grants again: the new signature is a new function), a server leases and
-/// mints through it, and a renewal in the old form, as a server older than the flag sends it,
-/// is still answered.
+/// fleet's role given what grant_fleet gave then. A server leases there and mints (its keeper
+/// renews in the old form when the new one is missing). Then this registry.sql is run over it
+/// by its owner, as after an upgrade: the fleet's role may run the new `renew` (the file gives
+/// the fleet's roles their grants again: the new signature is a new function), the server
+/// renews through it and keeps its worker id, and a renewal in the old form, as a server older
+/// than the flag sends it, is still answered.
 #[test]
 fn a_registry_upgraded_in_place_keeps_its_fleets_grants_and_its_holders() {
     let registry = Cluster::new(
@@ -384,19 +426,32 @@ fn a_registry_upgraded_in_place_keeps_its_fleets_grants_and_its_holders() {
          SELECT snowflake_registry.set_limits(interval '{TEST_LOCK_DELAY_S} s');"
     ))
     .unwrap();
-    r.batch_execute(REGISTRY_SQL).unwrap();
-    let may: bool = r.scalar(
-        "SELECT has_function_privilege('fleet',
-           'snowflake_registry.renew(text, text, integer, text, text, text, integer, integer, bigint, bigint, bigint, integer, bigint, uuid, bigint, boolean)',
-           'EXECUTE')",
-    );
-    assert!(may, "the fleet's role lost its grant on renew");
     let server = leasing_server(
         "handover-upgraded-server",
         &registry,
         &["snowflake.worker_range=7"],
     );
     assert_eq!(leased(&server), 7);
+    assert!(mint(&server, 100).iter().all(|&id| worker_of(id) == 7));
+    let fence = |r: &mut postgres::Client| -> i64 {
+        r.scalar("SELECT fence FROM snowflake_registry.leases WHERE worker = 7")
+    };
+    r.batch_execute(REGISTRY_SQL).unwrap();
+    let upgraded_at = fence(&mut r);
+    let may: bool = r.scalar(
+        "SELECT has_function_privilege('fleet',
+           'snowflake_registry.renew(text, text, integer, text, text, text, integer, integer, bigint, bigint, bigint, integer, bigint, uuid, bigint, boolean)',
+           'EXECUTE')",
+    );
+    assert!(may, "the fleet's role lost its grant on renew");
+    wait_until("a renewal through the new renew", PATIENCE, || {
+        fence(&mut r) > upgraded_at
+    });
+    assert!(
+        !server.log().contains("no longer holds worker id"),
+        "{}",
+        server.log()
+    );
     assert!(mint(&server, 100).iter().all(|&id| worker_of(id) == 7));
     let old_form: String = connect_as(&registry, "postgres", "fleet")
         .query_one(

@@ -619,8 +619,11 @@ BEGIN
   END IF;
   -- The same request again: its answer was lost (the holder gave up waiting for it).
   replay := r.fence = p_fence + 1 AND r.last_request = p_request;
-  IF holder = me AND r.boot = p_boot AND r.recovered_at IS NOT NULL AND r.released_at IS NULL
-     AND NOT r.elsewhere AND (p_ran_out OR (p_ran_out IS NULL AND r.expires_at < pg_catalog.now())) THEN
+  IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
+     AND ((r.recovered_at IS NOT NULL AND (p_ran_out OR (p_ran_out IS NULL AND r.expires_at < pg_catalog.now())))
+          -- The registry's server changed recently (a restore, a failover): it may have gone
+          -- back in time, unknown yet, and the fence it has matched in a history it lost.
+          OR (p_ran_out AND c.cautious_until > pg_catalog.now())) THEN
     -- A registry that went back in time and was recovered knows this lease only as the copy it
     -- came back from left it. A holder whose lease ran out on its own clock may have been
     -- waited out in the history the registry lost, and its worker id taken by a server that
@@ -631,7 +634,7 @@ BEGIN
     -- shorter there). A holder whose lease never ran out held it throughout: nobody could have
     -- taken it. A server older than the flag is judged by the copy's expiry.
     a.reason := CASE WHEN p_ran_out
-      THEN 'the registry, recovered after it went back in time, cannot know who held this lease after the copy it came back from, and this server''s lease had run out: it may have changed hands in the history the registry lost; this start claims it again'
+      THEN 'this server''s lease had run out, and the registry (recovered after it went back in time, or on a server that changed recently) cannot know who held it meanwhile: it may have changed hands in the history the registry lost; this start claims it again'
       ELSE pg_catalog.format('the registry, recovered after it went back in time, has this lease as run out at %s: it may have changed hands in the history the registry lost; this start claims it again', r.expires_at) END;
     RETURN a;
   END IF;
@@ -646,8 +649,14 @@ BEGIN
     IF pg_catalog.starts_with(r.pending_key, me || '|') THEN
       copy := r.pending_holder || ', start ' || pg_catalog.split_part(pg_catalog.substr(r.pending_key, pg_catalog.length(me) + 2), '|', 1);
     END IF;
+    -- Renewed over a recovery, the fence continues the holder's own (the registry lost the
+    -- later ones), so that this request, asked again after its answer was lost, is known as
+    -- itself (replay) and not taken for a copy's.
     UPDATE snowflake_registry.leases l
-       SET fence = CASE WHEN replay THEN l.fence ELSE l.fence + 1 END, last_request = p_request,
+       SET fence = CASE WHEN replay THEN l.fence
+                        WHEN l.recovered_at IS NOT NULL THEN GREATEST(l.fence, p_fence) + 1
+                        ELSE l.fence + 1 END,
+           last_request = p_request,
            renewed_at = pg_catalog.now(),
            expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
            ttl_ms = p_ttl_ms, timeline = p_timeline,
