@@ -852,6 +852,59 @@ fn a_renewal_whose_answer_was_lost_is_answered_again_and_not_taken_for_a_copy() 
     assert!(mint(&holder, 100).iter().all(|&id| worker_of(id) == 7));
 }
 
+/// As above, for the first renewal over a recovery, which the registry believes over its lost
+/// fence (the copy's is older than the holder's): asked again after its answer was lost, it is
+/// still known as itself, and the holder keeps its worker id. (The copy's older fence is
+/// written into the row by hand, as the registry's owner, with the recovery.)
+#[test]
+fn a_renewal_over_a_recovery_whose_answer_was_lost_is_answered_again_and_not_taken_for_a_copy() {
+    let registry = registry("handover-lost-recovered-registry");
+    // Leases long enough to outlast the stall below.
+    registry
+        .connect()
+        .batch_execute("SELECT snowflake_registry.set_limits(interval '30 s')")
+        .unwrap();
+    let holder = leasing_server(
+        "handover-lost-recovered",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=30s"],
+    );
+    assert_eq!(leased(&holder), 7);
+    let mut r = registry.connect();
+    r.batch_execute(
+        "BEGIN;
+         UPDATE snowflake_registry.leases SET fence = fence - 2 WHERE worker = 7;
+         SELECT snowflake_registry.recover();
+         COMMIT;",
+    )
+    .unwrap();
+    // The registry stalls past the keeper's wait for an answer, not past the lease.
+    let mut stall = registry.connect();
+    stall
+        .batch_execute("BEGIN; SELECT * FROM snowflake_registry.config FOR UPDATE")
+        .unwrap();
+    wait_until(
+        "the keeper to give up waiting for an answer",
+        PATIENCE,
+        || {
+            holder
+                .log()
+                .contains("no answer in time while waiting for the registry")
+        },
+    );
+    stall.batch_execute("COMMIT").unwrap();
+    wait_until("the lost renewal and its repeat", PATIENCE, || {
+        r.scalar("SELECT recovered_at IS NULL FROM snowflake_registry.leases WHERE worker = 7")
+            && holder.log().contains("the registry answers again")
+    });
+    let log = holder.log();
+    assert!(
+        !log.contains("stops minting") && !log.contains("no longer holds worker id"),
+        "the holder lost its worker id:\n{log}"
+    );
+    assert!(mint(&holder, 100).iter().all(|&id| worker_of(id) == 7));
+}
+
 #[test]
 fn a_worker_id_set_by_hand_that_another_server_holds_is_refused_naming_the_holder() {
     let registry = registry("handover-pinned-registry");
