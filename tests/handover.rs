@@ -189,20 +189,13 @@ fn a_server_killed_then_met_by_a_registry_restored_from_before_is_not_taken_for_
     assert_no_duplicates(&all);
 }
 
-/// A registry recovered after it went back in time knows a lease only as the copy it came back
-/// from left it. A lease that had run out there may have changed hands in the history it lost:
-/// its holder stalled past its TTL, another server waited that out, took the worker id and
-/// minted. The holder, renewing on the connection it kept, was believed and went on at its
-/// clock, where that server's ids may lie. It claims again instead, and mints above the time
-/// the lost history could have reached. (The registry is recovered where it runs, so that the
-/// holder's connection survives: a restore would cut it, and the holder, its lease run out,
-/// would claim anew whatever the registry said.)
-#[test]
-fn a_holder_that_stalled_past_its_lease_is_not_renewed_by_a_recovered_registry_and_mints_above_the_lost_history(
-) {
-    let registry = registry("handover-ranout-registry");
+/// A registry, and a server holding worker id 7 from it on leases of 5 s that minted, whose
+/// lease keeper is then stopped (SIGSTOP: `signal(&keeper, "-CONT")` lets it go on): the
+/// registry, the server and the keeper's pid.
+fn a_holder_of_7_whose_keeper_stalls(name: &str) -> (Cluster, Cluster, String) {
+    let registry = registry(&format!("{name}-registry"));
     let holder = leasing_server(
-        "handover-ranout-holder",
+        &format!("{name}-holder"),
         &registry,
         &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
     );
@@ -210,30 +203,32 @@ fn a_holder_that_stalled_past_its_lease_is_not_renewed_by_a_recovered_registry_a
     mint(&holder, 100);
     let keeper = keeper_pid(&holder);
     signal(&keeper, "-STOP");
-    // Recovered once the lease has run out there: a renewal sent just before the stall, and
-    // answered after the recovery, would have renewed the row and cleared its recovery.
-    let mut r = registry.connect();
-    wait_until("the stalled holder's lease to run out", PATIENCE, || {
-        r.scalar("SELECT expires_at < now() FROM snowflake_registry.leases WHERE worker = 7")
-    });
-    r.batch_execute("SELECT snowflake_registry.recover()")
-        .unwrap();
-    let (min_start, recovered_and_run_out): (String, bool) = {
-        let row = r
-            .query_one(
-                "SELECT min_start_at::text, recovered_at IS NOT NULL AND expires_at < now()
-                   FROM snowflake_registry.leases WHERE worker = 7",
-                &[],
-            )
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
-    assert!(
-        recovered_and_run_out,
-        "the recovered registry renewed the stalled holder's lease"
+    (registry, holder, keeper)
+}
+
+/// Waits until the server `c` is connected to refuses ids: its lease ran out on its clock.
+fn its_lease_runs_out_on_its_clock(c: &mut postgres::Client) {
+    wait_until(
+        "the stalled holder's lease to run out on its clock",
+        PATIENCE,
+        || c.query_one("SELECT snowflake_nextval()", &[]).is_err(),
     );
-    signal(&keeper, "-CONT");
-    let mut c = holder.connect();
+}
+
+/// Recovers the registry `r` is connected to (as its owner), in one transaction with `copy`
+/// (an UPDATE of worker 7's row standing for the copy the registry came back from, or
+/// nothing); the `min_start_at` of worker 7 it set.
+fn recovered_with(r: &mut postgres::Client, copy: &str) -> String {
+    r.batch_execute(&format!(
+        "BEGIN; {copy}; SELECT snowflake_registry.recover(); COMMIT;"
+    ))
+    .unwrap();
+    r.scalar("SELECT min_start_at::text FROM snowflake_registry.leases WHERE worker = 7")
+}
+
+/// Waits for `holder` (through `c`) to mint again, and checks that its first id is at or after
+/// `min_start`: above anything the history the registry lost could have issued.
+fn it_mints_again_above(holder: &Cluster, c: &mut postgres::Client, min_start: &str) {
     let id: i64 = wait_for("the holder to mint again", PATIENCE, || {
         c.query_one("SELECT snowflake_nextval()", &[])
             .ok()
@@ -251,6 +246,36 @@ fn a_holder_that_stalled_past_its_lease_is_not_renewed_by_a_recovered_registry_a
         "the holder went on at its clock: id {id} is below the recovered registry's {min_start}\n{}",
         holder.log()
     );
+}
+
+/// A registry recovered after it went back in time knows a lease only as the copy it came back
+/// from left it. A lease that had run out there may have changed hands in the history it lost:
+/// its holder stalled past its TTL, another server waited that out, took the worker id and
+/// minted. The holder, renewing on the connection it kept, was believed and went on at its
+/// clock, where that server's ids may lie. It claims again instead, and mints above the time
+/// the lost history could have reached. (The registry is recovered where it runs, so that the
+/// holder's connection survives: a restore would cut it, and the holder, its lease run out,
+/// would claim anew whatever the registry said.)
+#[test]
+fn a_holder_that_stalled_past_its_lease_is_not_renewed_by_a_recovered_registry_and_mints_above_the_lost_history(
+) {
+    let (registry, holder, keeper) = a_holder_of_7_whose_keeper_stalls("handover-ranout");
+    // Recovered once the lease has run out there: a renewal sent just before the stall, and
+    // answered after the recovery, would have renewed the row and cleared its recovery.
+    let mut r = registry.connect();
+    wait_until("the stalled holder's lease to run out", PATIENCE, || {
+        r.scalar("SELECT expires_at < now() FROM snowflake_registry.leases WHERE worker = 7")
+    });
+    let min_start = recovered_with(&mut r, "");
+    assert!(
+        r.scalar::<bool>(
+            "SELECT recovered_at IS NOT NULL AND expires_at < now()
+               FROM snowflake_registry.leases WHERE worker = 7"
+        ),
+        "the recovered registry renewed the stalled holder's lease"
+    );
+    signal(&keeper, "-CONT");
+    it_mints_again_above(&holder, &mut holder.connect(), &min_start);
     assert!(
         holder
             .log()
@@ -268,50 +293,15 @@ fn a_holder_that_stalled_past_its_lease_is_not_renewed_by_a_recovered_registry_a
 /// hand, as the registry's owner, just before the recovery.)
 #[test]
 fn a_holder_whose_lease_ran_out_is_not_renewed_by_a_recovered_registry_whose_copy_has_it_running() {
-    let registry = registry("handover-ranout-running-registry");
-    let holder = leasing_server(
-        "handover-ranout-running-holder",
-        &registry,
-        &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
-    );
-    assert_eq!(leased(&holder), 7);
-    mint(&holder, 100);
-    let keeper = keeper_pid(&holder);
-    signal(&keeper, "-STOP");
+    let (registry, holder, keeper) = a_holder_of_7_whose_keeper_stalls("handover-ranout-running");
     let mut c = holder.connect();
-    wait_until(
-        "the stalled holder's lease to run out on its clock",
-        PATIENCE,
-        || c.query_one("SELECT snowflake_nextval()", &[]).is_err(),
+    its_lease_runs_out_on_its_clock(&mut c);
+    let min_start = recovered_with(
+        &mut registry.connect(),
+        "UPDATE snowflake_registry.leases SET expires_at = now() + interval '1 minute' WHERE worker = 7",
     );
-    let mut r = registry.connect();
-    r.batch_execute(
-        "BEGIN;
-         UPDATE snowflake_registry.leases SET expires_at = now() + interval '1 minute' WHERE worker = 7;
-         SELECT snowflake_registry.recover();
-         COMMIT;",
-    )
-    .unwrap();
-    let min_start: String =
-        r.scalar("SELECT min_start_at::text FROM snowflake_registry.leases WHERE worker = 7");
     signal(&keeper, "-CONT");
-    let id: i64 = wait_for("the holder to mint again", PATIENCE, || {
-        c.query_one("SELECT snowflake_nextval()", &[])
-            .ok()
-            .map(|row| row.get(0))
-    });
-    let above: bool = c
-        .query_one(
-            "SELECT (snowflake_decode($1)).ts >= $2::text::timestamptz",
-            &[&id, &min_start],
-        )
-        .unwrap()
-        .get(0);
-    assert!(
-        above,
-        "the holder went on at its clock: id {id} is below the recovered registry's {min_start}\n{}",
-        holder.log()
-    );
+    it_mints_again_above(&holder, &mut c, &min_start);
     assert!(
         holder.log().contains("this server's lease had run out"),
         "{}",
@@ -327,22 +317,9 @@ fn a_holder_whose_lease_ran_out_is_not_renewed_by_a_recovered_registry_whose_cop
 /// a promotion.)
 #[test]
 fn a_holder_whose_lease_ran_out_is_not_renewed_by_a_registry_whose_server_just_changed() {
-    let registry = registry("handover-ranout-changed-registry");
-    let holder = leasing_server(
-        "handover-ranout-changed-holder",
-        &registry,
-        &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
-    );
-    assert_eq!(leased(&holder), 7);
-    mint(&holder, 100);
-    let keeper = keeper_pid(&holder);
-    signal(&keeper, "-STOP");
+    let (registry, holder, keeper) = a_holder_of_7_whose_keeper_stalls("handover-ranout-changed");
     let mut c = holder.connect();
-    wait_until(
-        "the stalled holder's lease to run out on its clock",
-        PATIENCE,
-        || c.query_one("SELECT snowflake_nextval()", &[]).is_err(),
-    );
+    its_lease_runs_out_on_its_clock(&mut c);
     registry
         .connect()
         .batch_execute("UPDATE snowflake_registry.config SET server_timeline = server_timeline - 1")
@@ -381,14 +358,10 @@ fn a_holder_that_ran_on_keeps_its_worker_id_through_a_recovery_whose_copy_has_it
     let mut r = registry.connect();
     let since: String =
         r.scalar("SELECT since::text FROM snowflake_registry.leases WHERE worker = 7");
-    // The copy's lease, run out, written by hand with the recovery, in one transaction.
-    r.batch_execute(
-        "BEGIN;
-         UPDATE snowflake_registry.leases SET expires_at = now() - interval '1 s' WHERE worker = 7;
-         SELECT snowflake_registry.recover();
-         COMMIT;",
-    )
-    .unwrap();
+    recovered_with(
+        &mut r,
+        "UPDATE snowflake_registry.leases SET expires_at = now() - interval '1 s' WHERE worker = 7",
+    );
     wait_until("the holder's next renewal", PATIENCE, || {
         r.scalar("SELECT recovered_at IS NULL FROM snowflake_registry.leases WHERE worker = 7")
     });
@@ -871,13 +844,10 @@ fn a_renewal_over_a_recovery_whose_answer_was_lost_is_answered_again_and_not_tak
     );
     assert_eq!(leased(&holder), 7);
     let mut r = registry.connect();
-    r.batch_execute(
-        "BEGIN;
-         UPDATE snowflake_registry.leases SET fence = fence - 2 WHERE worker = 7;
-         SELECT snowflake_registry.recover();
-         COMMIT;",
-    )
-    .unwrap();
+    recovered_with(
+        &mut r,
+        "UPDATE snowflake_registry.leases SET fence = fence - 2 WHERE worker = 7",
+    );
     // The registry stalls past the keeper's wait for an answer, not past the lease.
     let mut stall = registry.connect();
     stall
