@@ -260,10 +260,7 @@ impl Keeper {
                 );
             }
         }
-        let until = Timing {
-            ttl_ms: held.ttl_ms,
-        }
-        .usable_until(held.sent_at);
+        let until = held.usable_until();
         let Some(held) = self.record_cap(held, floor, until) else {
             return;
         };

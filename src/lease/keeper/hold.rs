@@ -9,10 +9,7 @@ impl Keeper {
     pub(super) fn renew(&mut self, held: Held) -> bool {
         let timing = self.timing();
         let sent_at = clock::boot_ms();
-        let until = Timing {
-            ttl_ms: held.ttl_ms,
-        }
-        .usable_until(held.sent_at);
+        let until = held.usable_until();
         match self.record_cap(
             Held {
                 sent_at,
@@ -116,15 +113,10 @@ impl Keeper {
     pub(super) fn use_lease(&mut self, held: Held) {
         self.phase = Phase::Holding(held);
         let lease = &self.shared.lease;
-        let timing = Timing {
-            ttl_ms: held.ttl_ms,
-        };
         let expires = clock::unix_ms() + held.ttl_ms as i64;
         {
             let mut control = self.shared.control();
-            lease
-                .usable_until
-                .store(timing.usable_until(held.sent_at), Release);
+            lease.usable_until.store(held.usable_until(), Release);
             if lease.worker.load(Acquire) != held.worker {
                 snowflake_core::marks::reopen(self.shared.slot(held.worker));
                 lease.worker.store(held.worker, Release);

@@ -74,6 +74,16 @@ struct Held {
     ttl_ms: u64,
 }
 
+impl Held {
+    /// The boot time (ms) until which it may be used.
+    fn usable_until(&self) -> u64 {
+        Timing {
+            ttl_ms: self.ttl_ms,
+        }
+        .usable_until(self.sent_at)
+    }
+}
+
 /// A claim waiting out the lock-delay.
 #[derive(Clone, Copy)]
 struct Waiting {
@@ -282,10 +292,7 @@ impl Keeper {
         let timing = self.timing();
         match self.phase {
             Phase::Holding(held) => {
-                let usable_until = Timing {
-                    ttl_ms: held.ttl_ms,
-                }
-                .usable_until(held.sent_at);
+                let usable_until = held.usable_until();
                 // A lease that ran out (this keeper was stuck, or cut off) is stopped, and
                 // asked for once more: still this start's in the registry (nobody took it),
                 // it is used again; taken by another start of this very server meanwhile (a
@@ -315,7 +322,7 @@ impl Keeper {
             Phase::Holding(h) => timing
                 .renew_at(h.sent_at)
                 .max(self.next_attempt)
-                .min(Timing { ttl_ms: h.ttl_ms }.usable_until(h.sent_at)),
+                .min(h.usable_until()),
             Phase::Waiting(w) => w.until,
             Phase::Idle => self.next_attempt,
             Phase::Stopped => return None,
