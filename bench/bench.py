@@ -17,6 +17,9 @@ runs made under the same conditions, and writes a markdown report and an SVG cha
       tables hash-distributed on a snowflake, bigserial or UUIDv4 key, at 2 and 8 clients
   C   instructions per call on the hot path (valgrind --tool=callgrind on a server), and where
       they go
+  --portable-cost: the portable edition's fast path built up a part at a time, each part's
+      instructions per single-row INSERT and per id (callgrind), and its INSERT tps beside
+      bigserial's with fsync off
 
 M1 to M4 include the portable edition (sql/portable/snowflake_portable.sql, in the schema
 `portable` of the same server). Every measurement includes the floor (M1 and C: a function doing
@@ -452,6 +455,103 @@ def callgrind(work, port, calls):
     return per_call, breakdown
 
 
+# Where the portable edition's time goes (`--portable-cost`): its fast path built up a part at a
+# time, each a prefix of the one snowflake_nextval() that _snowflake_write_functions writes for
+# worker 2 in the snowflake layout (sql/portable/snowflake_portable.sql: the same constants,
+# the same calls; the last row is the edition as installed). Each checks what the one before it
+# checks, and more; none but the last is safe on its own.
+PORTABLE_LADDER_SQL = """
+CREATE SCHEMA ladder;
+CREATE FUNCTION ladder.worker_field() RETURNS bigint LANGUAGE sql VOLATILE
+RETURN CASE WHEN ((nextval('portable.snowflake_portable_counter'::regclass) & 4190208) # 8192) << 38 = 0
+            THEN currval('portable.snowflake_portable_counter'::regclass) ELSE portable._snowflake_slow() END;
+CREATE FUNCTION ladder.seqlock() RETURNS bigint LANGUAGE sql VOLATILE
+RETURN CASE WHEN GREATEST(pg_sequence_last_value('portable.snowflake_portable_generation'::regclass),
+                          ((nextval('portable.snowflake_portable_counter'::regclass) & 4190208) # 8192) << 38)
+                 = pg_sequence_last_value('portable.snowflake_portable_generation'::regclass)
+            THEN currval('portable.snowflake_portable_counter'::regclass) ELSE portable._snowflake_slow() END;
+CREATE FUNCTION ladder.clock() RETURNS bigint LANGUAGE sql VOLATILE
+RETURN CASE WHEN GREATEST(pg_sequence_last_value('portable.snowflake_portable_generation'::regclass),
+                          (date_part('epoch', clock_timestamp()) * 1000::float8)::int8 << 1,
+                          ((nextval('portable.snowflake_portable_counter'::regclass) & 4190208) # 8192) << 38)
+                 = abs(pg_sequence_last_value('portable.snowflake_portable_generation'::regclass))
+            THEN currval('portable.snowflake_portable_counter'::regclass) ELSE portable._snowflake_slow() END;
+"""
+PORTABLE_LADDER = [
+    ("`nextval()` (a `bigserial` key)", "nextval('bench_seq')"),
+    ("+ the worker-field check and `currval()`", "ladder.worker_field()"),
+    ("+ the seqlock: two readings of the generation", "ladder.seqlock()"),
+    ("+ the clock against the deadline", "ladder.clock()"),
+    ("+ the transaction's durability: the edition as installed", "portable.snowflake_nextval()"),
+]
+
+
+def portable_cost(work, port):
+    """Instructions per single-row INSERT transaction and per id in one statement, for each row
+    of PORTABLE_LADDER, counted by callgrind in a single-user backend whose wall clock libfaketime
+    holds still (so that no move of the counter is due but one per 4,096 ids), each figure the
+    difference between two runs of different lengths (what the runs share cancels out); and the
+    tps of single-row INSERTs beside bigserial's, with fsync off."""
+    server = Server(Path(work) / "ladder-data", port, ["shared_preload_libraries=", "fsync=off"])
+    server.start()
+    try:
+        server.psql("CREATE SEQUENCE bench_seq;")
+        server.psql(PORTABLE_SQL)
+        server.psql(PORTABLE_LADDER_SQL)
+        for i, (_, g) in enumerate(PORTABLE_LADDER):
+            server.psql(f"CREATE TABLE ladder.t{i} (id bigint PRIMARY KEY DEFAULT {g}, v int);"
+                        f"CREATE PROCEDURE ladder.insert{i}(n int) LANGUAGE plpgsql AS $$ BEGIN "
+                        f"FOR i IN 1..n LOOP INSERT INTO ladder.t{i} (v) VALUES (1); COMMIT; END LOOP; END $$;")
+        # The same tables under pgbench, fsync off: the server's CPU is the limit, as it is for
+        # bigserial at 8 clients with fsync on, where the waits for fsync do not hide the rest.
+        tps = {c: rounds(range(len(PORTABLE_LADDER)), 7,
+                         lambda i, c=c: server.pgbench(f"INSERT INTO ladder.t{i} (v) VALUES (1);", c, 3))
+               for c in (2, 8)}
+    finally:
+        server.stop()
+    frozen = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    faketime = os.environ.get("LIBFAKETIME", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+    def count(toggle, statements):
+        out = Path(work) / "ladder.callgrind"
+        out.unlink(missing_ok=True)
+        # A batch moves the counter to the frozen clock, and the slow path is compiled, before
+        # anything is counted.
+        script = ("SELECT count(*) FROM portable.snowflake_nextval_batch(5000);\nSELECT portable._snowflake_slow();\n"
+                  "CHECKPOINT;\n" + "".join(f"{s}\n" for s in statements))
+        run = subprocess.run(
+            ["runuser", "-u", "postgres", "--", "env", f"LD_PRELOAD={faketime}", "TZ=UTC", f"FAKETIME={frozen}",
+             "FAKETIME_DONT_FAKE_MONOTONIC=1", "valgrind", "--tool=callgrind", "--collect-atstart=no",
+             f"--toggle-collect={toggle}", f"--callgrind-out-file={out}", str(PGBIN / "postgres"), "--single",
+             "-D", server.dir, "-c", "shared_preload_libraries=", "-c", "max_wal_size=20GB",
+             "-c", "checkpoint_timeout=1d", "postgres"],
+            input=script, capture_output=True, text=True, cwd="/")
+        if run.returncode != 0 or "ERROR" in run.stdout + run.stderr.replace("ERROR SUMMARY", ""):
+            raise RuntimeError(f"the single-user backend failed: {run.stdout[-2000:]}{run.stderr[-2000:]}")
+        return int(re.search(r"Collected : (\d+)", run.stderr).group(1))
+
+    results = []
+    for i, (label, g) in enumerate(PORTABLE_LADDER):
+        per_insert = (count("ExecuteCallStmt", [f"CALL ladder.insert{i}(2000);"])
+                      - count("ExecuteCallStmt", [f"CALL ladder.insert{i}(1000);"])) / 1000
+        per_id = (count("standard_ExecutorRun", [f"SELECT count({g}) FROM generate_series(1, 40000);"])
+                  - count("standard_ExecutorRun", [f"SELECT count({g}) FROM generate_series(1, 20000);"])) / 20000
+        results.append((label, per_insert, per_id))
+        print(f"  {label}: {per_insert:,.0f} per INSERT, {per_id:,.0f} per id", flush=True)
+    server.destroy()
+    base_insert, base_id = results[0][1], results[0][2]
+    ratio = {c: [statistics.median(paired_ratios(tps[c][i], tps[c][0])) for i in range(len(results))] for c in tps}
+    return ["| fast path | instructions per single-row INSERT transaction | above `bigserial` "
+            "| instructions per id in one statement | above `nextval()` "
+            "| INSERT tps ratio to `bigserial`, fsync off, 2 clients | the same, 8 clients |",
+            "|---|---:|---:|---:|---:|---:|---:|"] + [
+        f"| {label} | {ins:,.0f} | {ins - base_insert:+,.0f} | {one:,.0f} | {one - base_id:+,.0f} "
+        f"| {ratio[2][i]:.2f} | {ratio[8][i]:.2f} |"
+        for i, (label, ins, one) in enumerate(results)] + [
+        "", "Instructions: callgrind, a single-user backend, the clock held still; ratios: median of 7 "
+        "rounds of 3 s, ladder rows interleaved in a new random order each round."]
+
+
 def callgrind_run(work, port, calls, functions):
     """One server under valgrind: each function called `calls` times in a session of its own.
     Returns ({label: instructions per call}, the profiles)."""
@@ -751,6 +851,8 @@ def main():
     ap.add_argument("--m1-m4", action="store_true", help="only M1 to M4, printed, no files written (3 rounds, 3 s runs)")
     ap.add_argument("--portable", action="store_true",
                     help="only the portable edition's M1 and M3 at 2 and 8 clients beside the other generators, printed")
+    ap.add_argument("--portable-cost", action="store_true",
+                    help="only where the portable edition's instructions go (callgrind, a single-user backend), printed")
     ap.add_argument("--repeats", type=int, help="rounds per measurement (default 5, 1 with --short)")
     args = ap.parse_args()
 
@@ -790,6 +892,10 @@ def main():
             sys.exit(f"bench: Citus or snowflake_ext is not installed for PostgreSQL {CITUS_MAJOR}")
         m6_res = m6(work, m6_ports, m6_seconds, args.repeats or m6_repeats, m6_clients)
         print("\n".join(m6_table(m6_res, m6_seconds, args.repeats or m6_repeats, m6_clients)))
+        return
+    if args.portable_cost:
+        print(f"== where the portable edition's instructions go (PostgreSQL {PG_MAJOR}, callgrind)", flush=True)
+        print("\n".join(portable_cost(work, ports[1])))
         return
     if args.cg_only:
         cg, breakdown = callgrind(work, ports[1], cg_calls)
