@@ -435,8 +435,11 @@ BEGIN
   -- a renewal by this very start whose answer it lost raised the fence by one
   replay := r.fence = p_fence + 1 AND r.last_request = p_request;
   immediate :=
-    -- this very start of the server, renewing what it holds
-    (proven AND r.boot = p_boot AND (r.fence = p_fence OR replay) AND r.released_at IS NULL AND r.displaced_at IS NULL)
+    -- this very start of the server, renewing what it holds; not a lease that ran out by a
+    -- registry whose server just changed or that was recovered (as renew judges it): the fence
+    -- may match in a history it lost, where another server waited the lease out and took it
+    (proven AND r.boot = p_boot AND (r.fence = p_fence OR replay) AND r.released_at IS NULL AND r.displaced_at IS NULL
+     AND NOT ((cautious OR r.recovered_at IS NOT NULL) AND r.expires_at < pg_catalog.now()))
     OR (NOT cautious AND r.displaced_at IS NULL AND r.released_by IS DISTINCT FROM 'admin' AND (
           -- an earlier start of the same server on the same machine run: PostgreSQL refuses to
           -- start while any process of it is attached to its shared memory
