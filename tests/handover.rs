@@ -337,6 +337,53 @@ fn a_holder_whose_lease_ran_out_is_not_renewed_by_a_registry_whose_server_just_c
     );
 }
 
+/// Claims worker id 7 through `fleet` as one start of a server (the tests' identity, boot and
+/// secret) that brings `fence`: the registry's answer, and the fence of a grant.
+fn claim_7_as_the_same_start(
+    fleet: &mut postgres::Client,
+    fence: Option<i64>,
+) -> (String, Option<i64>) {
+    let row = fleet
+        .query_one(
+            "SELECT outcome, fence FROM snowflake_registry.claim('sysid-h', 'host-h', 5432, '/h', 'boot-h', 'run-h',
+                     'a-secret-of-the-holder-32-chars!', 1, 7, 7, true, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, $1, NULL, NULL, NULL)",
+            &[&fence],
+        )
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+/// A claim of the same start bringing the fence of its grant (a keeper whose grant was not yet
+/// put to use, or restarted after an error, claims with it) is renewal by another road: by a
+/// registry whose server just changed, a lease that ran out is not granted again at once on
+/// that fence, which may match in a history the registry lost (where another server waited the
+/// lease out and took the worker id); the claim waits out the lock-delay, as a renewal is told
+/// to claim again. (The holder is played through the registry's own functions, as the fleet's
+/// role; the change of server is made by hand, as in the test above.)
+#[test]
+fn a_claim_bringing_the_fence_of_a_lease_that_ran_out_waits_by_a_registry_whose_server_just_changed(
+) {
+    let registry = registry("handover-fence-claim-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let (granted, fence) = claim_7_as_the_same_start(&mut fleet, None);
+    assert_eq!(granted, "granted");
+    let mut r = registry.connect();
+    r.batch_execute("UPDATE snowflake_registry.leases SET expires_at = now() - interval '1 minute' WHERE worker = 7")
+        .unwrap();
+    // On the same server the same claim is granted at once: it is this start's, and nothing
+    // says the registry lost anything.
+    let (again, fence) = claim_7_as_the_same_start(&mut fleet, fence);
+    assert_eq!(again, "granted");
+    r.batch_execute(
+        "UPDATE snowflake_registry.leases SET expires_at = now() - interval '1 minute' WHERE worker = 7;
+         UPDATE snowflake_registry.config SET server_timeline = server_timeline - 1",
+    )
+    .unwrap();
+    let (after_the_change, _) = claim_7_as_the_same_start(&mut fleet, fence);
+    assert_eq!(after_the_change, "wait");
+}
+
 /// A holder that ran on while its registry went back in time and was recovered keeps its
 /// worker id, even where the copy the registry came back from has its lease run out: its lease
 /// never ran out on its own clock, so nobody could take the worker id in the lost history.
