@@ -498,6 +498,15 @@ def portable_cost(work, port):
         server.psql("CREATE SEQUENCE bench_seq;")
         server.psql(PORTABLE_SQL)
         server.psql(PORTABLE_LADDER_SQL)
+        # The ladder is written by hand: its last check must be, word for word as PostgreSQL
+        # prints it, the tail of the edition's own expression, or the rows measure something else.
+        ladder, edition = (server.psql(f"SELECT pg_get_functiondef('{f}'::regproc)")[0]
+                           for f in ("ladder.clock", "portable.snowflake_nextval"))
+        check, result = ladder[ladder.index("GREATEST("):].strip().split(" THEN ")
+        tail = [check.rstrip(")"), " THEN " + result]
+        if not all(part in edition for part in tail):
+            raise RuntimeError("bench: PORTABLE_LADDER_SQL no longer matches the portable edition's fast path "
+                               f"(sql/portable/snowflake_portable.sql): update it\nladder: {tail}\nedition: {edition}")
         for i, (_, g) in enumerate(PORTABLE_LADDER):
             server.psql(f"CREATE TABLE ladder.t{i} (id bigint PRIMARY KEY DEFAULT {g}, v int);"
                         f"CREATE PROCEDURE ladder.insert{i}(n int) LANGUAGE plpgsql AS $$ BEGIN "
