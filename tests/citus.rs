@@ -511,8 +511,9 @@ fn two_nodes_given_one_worker_id_by_hand_both_refuse_before_any_row_until_one_ch
 }
 
 /// Clients that insert through `node` until `stop`; each returns the ids it got and how many
-/// inserts failed: refused (55000), or not sent to a node being restarted (the connection
-/// errors of class 08). Any other error fails the test.
+/// inserts failed: refused (55000), or not done by a node being restarted (the connection
+/// errors of class 08, and 57P01-57P03, which Citus passes on when the node's backend is
+/// terminated by the shutdown or the node is still starting). Any other error fails the test.
 fn inserting(
     node: &Cluster,
     clients: i32,
@@ -536,7 +537,10 @@ fn inserting(
                             let code = e.as_db_error().map(|d| d.code().code().to_string());
                             assert!(
                                 code.as_deref() == Some("55000")
-                                    || code.as_deref().is_some_and(|c| c.starts_with("08")),
+                                    || code.as_deref().is_some_and(|c| {
+                                        c.starts_with("08")
+                                            || ["57P01", "57P02", "57P03"].contains(&c)
+                                    }),
                                 "{e}"
                             );
                             refused += 1;
