@@ -337,21 +337,160 @@ fn a_holder_whose_lease_ran_out_is_not_renewed_by_a_registry_whose_server_just_c
     );
 }
 
+/// What the registry answered a claim or a confirmation.
+#[derive(Debug)]
+struct Answered {
+    outcome: String,
+    fence: Option<i64>,
+    token: Option<i64>,
+}
+
+/// Claims worker id 7 through `fleet` as the start `boot` on the machine run `run` of a server
+/// (the tests' identity and secret) that brings `fence` and `request`, as its keeper does.
+fn claim_7_as(
+    fleet: &mut postgres::Client,
+    boot: &str,
+    run: &str,
+    fence: Option<i64>,
+    request: Option<i64>,
+) -> Answered {
+    let row = fleet
+        .query_one(
+            "SELECT outcome, fence, token FROM snowflake_registry.claim('sysid-h', 'host-h', 5432, '/h', $1, $2,
+                     'a-secret-of-the-holder-32-chars!', 1, 7, 7, true, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, $3, $4, NULL, NULL)",
+            &[&boot, &run, &fence, &request],
+        )
+        .unwrap();
+    Answered {
+        outcome: row.get(0),
+        fence: row.get(1),
+        token: row.get(2),
+    }
+}
+
+/// Confirms the claim of worker id 7 with `token`, as `claim_7_as` claimed it.
+fn confirm_7_as(
+    fleet: &mut postgres::Client,
+    boot: &str,
+    run: &str,
+    token: i64,
+    request: i64,
+) -> Answered {
+    let row = fleet
+        .query_one(
+            "SELECT outcome, fence, token FROM snowflake_registry.confirm('sysid-h', 'host-h', 5432, '/h', $1, $2,
+                     'a-secret-of-the-holder-32-chars!', 1, 7, $3, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, $4)",
+            &[&boot, &run, &token, &request],
+        )
+        .unwrap();
+    Answered {
+        outcome: row.get(0),
+        fence: row.get(1),
+        token: row.get(2),
+    }
+}
+
 /// Claims worker id 7 through `fleet` as one start of a server (the tests' identity, boot and
 /// secret) that brings `fence`: the registry's answer, and the fence of a grant.
 fn claim_7_as_the_same_start(
     fleet: &mut postgres::Client,
     fence: Option<i64>,
 ) -> (String, Option<i64>) {
-    let row = fleet
-        .query_one(
-            "SELECT outcome, fence FROM snowflake_registry.claim('sysid-h', 'host-h', 5432, '/h', 'boot-h', 'run-h',
-                     'a-secret-of-the-holder-32-chars!', 1, 7, 7, true, 5000,
-                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, $1, NULL, NULL, NULL)",
-            &[&fence],
-        )
+    let a = claim_7_as(fleet, "boot-h", "run-h", fence, None);
+    (a.outcome, a.fence)
+}
+
+/// The lease of worker id 7 ran out (written by hand, as the registry's owner).
+fn the_lease_of_7_ran_out(r: &mut postgres::Client) {
+    r.batch_execute("UPDATE snowflake_registry.leases SET expires_at = now() - interval '1 minute' WHERE worker = 7")
         .unwrap();
-    (row.get(0), row.get(1))
+}
+
+/// The lock-delay of the claim of worker id 7 has passed (its start moved back by hand).
+fn the_claim_of_7_waited_out(r: &mut postgres::Client) {
+    r.batch_execute("UPDATE snowflake_registry.leases SET pending_since = now() - interval '1 hour' WHERE worker = 7")
+        .unwrap();
+}
+
+/// The registry's server changed, as a restore or a failover changes it (by hand).
+fn the_registrys_server_changed(r: &mut postgres::Client) {
+    r.batch_execute("UPDATE snowflake_registry.config SET server_timeline = server_timeline - 1")
+        .unwrap();
+}
+
+/// Worker id 7 held by the start `boot-h`, whose lease ran out (killed on a machine since
+/// rebooted), and claimed by a later start of the same server on the new machine run, which
+/// waits out the lock-delay: the later start's token.
+fn claimed_after_a_reboot(fleet: &mut postgres::Client, r: &mut postgres::Client) -> i64 {
+    assert_eq!(claim_7_as_the_same_start(fleet, None).0, "granted");
+    the_lease_of_7_ran_out(r);
+    let a = claim_7_as(fleet, "boot-h2", "run-h2", None, Some(50));
+    assert_eq!(a.outcome, "wait", "{a:?}");
+    a.token.unwrap()
+}
+
+/// A claim granted at once (to the same start, renewing by another road) whose answer was lost
+/// is sent again with the fence the keeper had and the same request: granted again, with the
+/// fence of the first answer, and not taken for a copy's memory (which would stop the server
+/// for good). A claim with another request and that fence is still a copy's.
+#[test]
+fn a_claim_granted_at_once_whose_answer_was_lost_is_granted_again_and_not_taken_for_a_copy() {
+    let registry = registry("handover-lost-claim-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let first = claim_7_as(&mut fleet, "boot-h", "run-h", None, Some(40)).fence;
+    let lost = claim_7_as(&mut fleet, "boot-h", "run-h", first, Some(41));
+    assert_eq!(lost.outcome, "granted", "{lost:?}");
+    let again = claim_7_as(&mut fleet, "boot-h", "run-h", first, Some(41));
+    assert_eq!(again.outcome, "granted", "{again:?}");
+    assert_eq!(again.fence, lost.fence);
+    let other = claim_7_as(&mut fleet, "boot-h", "run-h", first, Some(42));
+    assert_eq!(other.outcome, "duplicate", "{other:?}");
+}
+
+/// A confirmation that the registry granted but whose answer was lost, sent again with the same
+/// request: granted again with the same fence, not `lost` (the keeper would claim again with
+/// the fence it had, and be taken for a copy's memory). Another request is not its repeat.
+#[test]
+fn a_confirmation_whose_answer_was_lost_is_granted_again() {
+    let registry = registry("handover-lost-confirm-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let token = claimed_after_a_reboot(&mut fleet, &mut r);
+    the_claim_of_7_waited_out(&mut r);
+    let lost = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
+    assert_eq!(lost.outcome, "granted", "{lost:?}");
+    let again = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
+    assert_eq!(again.outcome, "granted", "{again:?}");
+    assert_eq!(again.fence, lost.fence);
+    let other = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 52);
+    assert_eq!(other.outcome, "lost", "{other:?}");
+}
+
+/// As above, but the grant's lease ran out unused and the registry's server changed since (it
+/// may have lost a history where another server waited the lease out and took the worker id):
+/// the repeat is not granted, it claims again and waits out the lock-delay, then is granted.
+#[test]
+fn a_confirmation_whose_answer_was_lost_waits_again_once_its_lease_ran_out_by_a_changed_registry() {
+    let registry = registry("handover-lost-confirm-changed-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let token = claimed_after_a_reboot(&mut fleet, &mut r);
+    the_claim_of_7_waited_out(&mut r);
+    let lost = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
+    assert_eq!(lost.outcome, "granted", "{lost:?}");
+    the_lease_of_7_ran_out(&mut r);
+    the_registrys_server_changed(&mut r);
+    let again = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
+    assert_eq!(again.outcome, "wait", "{again:?}");
+    let new_token = again.token.unwrap();
+    assert_ne!(new_token, token);
+    let early = confirm_7_as(&mut fleet, "boot-h2", "run-h2", new_token, 53);
+    assert_eq!(early.outcome, "wait", "{early:?}");
+    the_claim_of_7_waited_out(&mut r);
+    let granted = confirm_7_as(&mut fleet, "boot-h2", "run-h2", new_token, 53);
+    assert_eq!(granted.outcome, "granted", "{granted:?}");
 }
 
 /// A claim of the same start bringing the fence of its grant (a keeper whose grant was not yet

@@ -302,6 +302,8 @@ DROP FUNCTION IF EXISTS snowflake_registry.release(text, text, integer, text, te
 -- renew before the holder said whether its lease had run out (servers older than the flag call
 -- the new one, the flag NULL).
 DROP FUNCTION IF EXISTS snowflake_registry.renew(text, text, integer, text, text, text, integer, integer, bigint, bigint, bigint, integer, bigint, uuid, bigint);
+-- confirm before it took the request (servers older than it call the new one, the request NULL).
+DROP FUNCTION IF EXISTS snowflake_registry.confirm(text, text, integer, text, text, text, text, integer, integer, bigint, integer, bigint, uuid, bigint);
 
 -- What a lease keeps of a holder's secret.
 CREATE OR REPLACE FUNCTION snowflake_registry.secret_hash(p_secret text)
@@ -432,8 +434,9 @@ BEGIN
   -- Its identity is in lease_list for anyone with the fleet's password to read: only its secret
   -- tells the holder itself (or a copy of its data directory) from someone posing as it.
   proven := mine AND r.secret_hash = snowflake_registry.secret_hash(p_secret);
-  -- a renewal by this very start whose answer it lost raised the fence by one
-  replay := r.fence = p_fence + 1 AND r.last_request = p_request;
+  -- a renewal, or a claim granted at once, by this very start whose answer it lost raised the
+  -- fence by one (the keeper asks again with the same request and the fence it had)
+  replay := proven AND r.boot = p_boot AND r.fence = p_fence + 1 AND r.last_request = p_request;
   immediate :=
     -- this very start of the server, renewing what it holds; not a lease that ran out by a
     -- registry whose server just changed or that was recovered (as renew judges it): the fence
@@ -459,8 +462,10 @@ BEGIN
   IF immediate THEN
     UPDATE snowflake_registry.leases l
        SET system_identifier = p_system_identifier, host = p_host, port = p_port, data_directory = p_data_directory,
-           timeline = p_timeline, boot = p_boot, host_run = p_host_run, fence = l.fence + 1,
-           secret_hash = snowflake_registry.secret_hash(p_secret), last_request = NULL,
+           timeline = p_timeline, boot = p_boot, host_run = p_host_run,
+           -- the same request again (its answer was lost): answered as the first time
+           fence = CASE WHEN replay THEN l.fence ELSE l.fence + 1 END,
+           secret_hash = snowflake_registry.secret_hash(p_secret), last_request = p_request,
            ttl_ms = p_ttl_ms, skew_ms = skew,
            since = CASE WHEN mine AND l.released_at IS NULL THEN l.since ELSE pg_catalog.now() END,
            renewed_at = pg_catalog.now(),
@@ -498,12 +503,14 @@ END
 $$;
 
 -- Takes the worker id the caller claimed with `p_token`, once it has waited out the lock-delay:
--- `granted` if nobody renewed or claimed it meanwhile.
+-- `granted` if nobody renewed or claimed it meanwhile. p_request is the same for every attempt
+-- of one confirmation: one whose answer was lost is answered again as the first time (NULL from
+-- servers older than it).
 CREATE OR REPLACE FUNCTION snowflake_registry.confirm(
   p_system_identifier text, p_host text, p_port integer, p_data_directory text,
   p_boot text, p_host_run text, p_secret text, p_timeline integer,
   p_worker integer, p_token bigint, p_ttl_ms integer, p_clock_ms bigint,
-  p_registry uuid, p_seen_epoch bigint)
+  p_registry uuid, p_seen_epoch bigint, p_request bigint DEFAULT NULL)
 RETURNS snowflake_registry.answer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -526,6 +533,42 @@ BEGIN
     RETURN snowflake_registry.answer(c, 'skew', pg_catalog.format('this server''s clock is %s ms %s the registry''s (at most %s ms are accepted): a new holder starts from its clock, above ids its predecessors may have issued by theirs', abs(skew), CASE WHEN skew < 0 THEN 'behind' ELSE 'ahead of' END, c.max_skew_ms));
   END IF;
   SELECT l.* INTO r FROM snowflake_registry.leases l WHERE l.worker = p_worker FOR UPDATE;
+  IF FOUND AND p_request IS NOT NULL AND r.last_request = p_request
+     AND snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = me
+     AND r.secret_hash = snowflake_registry.secret_hash(p_secret)
+     AND r.boot = p_boot AND r.host_run = p_host_run
+     AND r.released_at IS NULL AND r.displaced_at IS NULL AND NOT r.elsewhere THEN
+    -- This very confirmation again: it was granted, and its answer lost (the keeper asks again
+    -- with the same request). Nobody renewed since (a renewal sets its own request).
+    IF COALESCE(c.cautious_until > pg_catalog.now(), false) OR r.recovered_at IS NOT NULL THEN
+      IF r.expires_at < pg_catalog.now() THEN
+        -- The grant's lease ran out unused, by a registry whose server just changed or that was
+        -- recovered: in a history it lost, another server may have waited it out and taken the
+        -- worker id. Claimed again, to be confirmed after another lock-delay.
+        UPDATE snowflake_registry.leases l
+           SET pending_key = me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'),
+               pending_holder = snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
+               pending_token = (pg_catalog.random() * 9e15)::bigint,
+               pending_since = pg_catalog.now(),
+               pending_wait_ms = GREATEST(COALESCE(l.ttl_ms, 0), c.lock_delay_ms),
+               last_request = NULL
+         WHERE l.worker = p_worker
+        RETURNING * INTO r;
+        a := snowflake_registry.answer(c, 'wait', 'the registry''s server changed (a restore or a failover may have lost leases) since it granted this claim, whose answer was lost');
+        a.worker := p_worker;
+        a.token := r.pending_token;
+        a.wait_ms := r.pending_wait_ms;
+        RETURN a;
+      END IF;
+    END IF;
+    -- Answered as the first time, the fence unchanged.
+    a := snowflake_registry.answer(c, 'granted');
+    a.worker := r.worker;
+    a.fence := r.fence;
+    a.last_mark := r.last_mark;
+    a.min_start_ms := snowflake_registry.unix_ms(r.min_start_at);
+    RETURN a;
+  END IF;
   IF NOT FOUND OR r.pending_token IS DISTINCT FROM p_token
      OR r.pending_key IS DISTINCT FROM me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex') THEN
     IF snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = me
@@ -551,7 +594,7 @@ BEGIN
   UPDATE snowflake_registry.leases l
      SET system_identifier = p_system_identifier, host = p_host, port = p_port, data_directory = p_data_directory,
          timeline = p_timeline, boot = p_boot, host_run = p_host_run, fence = l.fence + 1,
-         secret_hash = snowflake_registry.secret_hash(p_secret), last_request = NULL,
+         secret_hash = snowflake_registry.secret_hash(p_secret), last_request = p_request,
          ttl_ms = p_ttl_ms, skew_ms = skew,
          since = pg_catalog.now(), renewed_at = pg_catalog.now(),
          expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
@@ -981,7 +1024,7 @@ BEGIN
   EXECUTE pg_catalog.format('GRANT SELECT ON snowflake_registry.lease_list TO %s', p_role);
   EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION
       snowflake_registry.claim(text, text, integer, text, text, text, text, integer, integer, integer, boolean, integer, bigint, bigint, bigint, uuid, bigint),
-      snowflake_registry.confirm(text, text, integer, text, text, text, text, integer, integer, bigint, integer, bigint, uuid, bigint),
+      snowflake_registry.confirm(text, text, integer, text, text, text, text, integer, integer, bigint, integer, bigint, uuid, bigint, bigint),
       snowflake_registry.renew(text, text, integer, text, text, text, integer, integer, bigint, bigint, bigint, integer, bigint, uuid, bigint, boolean),
       snowflake_registry.release(text, text, integer, text, text, text, integer, bigint, bigint, uuid, bigint),
       snowflake_registry.identity()

@@ -183,13 +183,15 @@ impl Registry<'_> {
         )
     }
 
-    /// Takes the worker id claimed with `token`, once the lock-delay has passed.
+    /// Takes the worker id claimed with `token`, once the lock-delay has passed. `request` is
+    /// the same for every attempt of one confirmation, as for a renewal.
     #[allow(clippy::too_many_arguments)]
     pub fn confirm(
         &mut self,
         me: &Holder,
         worker: u32,
         token: i64,
+        request: i64,
         ttl_ms: u64,
         clock_ms: i64,
         seen: Seen,
@@ -206,14 +208,22 @@ impl Registry<'_> {
             Some(clock_ms.to_string()),
         ]);
         params.extend(seen_params(seen));
-        self.call(
-            "confirm",
-            &[
-                "text", "text", "int4", "text", "text", "text", "text", "int4", "int4", "int8",
-                "int4", "int8", "uuid", "int8",
-            ],
-            &params,
-        )
+        params.push(Some(request.to_string()));
+        let casts = [
+            "text", "text", "int4", "text", "text", "text", "text", "int4", "int4", "int8", "int4",
+            "int8", "uuid", "int8", "int8",
+        ];
+        match self.call("confirm", &casts, &params) {
+            // A registry whose registry.sql was not run again since confirm took the request:
+            // asked again without it (an answer lost there is answered `lost`, as before).
+            Err(Failure::Error {
+                sqlstate: Some(s), ..
+            }) if s == "42883" => {
+                params.pop();
+                self.call("confirm", &casts[..casts.len() - 1], &params)
+            }
+            answer => answer,
+        }
     }
 
     /// Renews `me`'s lease of `worker` (last seen with `fence`) for `ttl_ms`, recording `cap`

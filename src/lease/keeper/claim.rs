@@ -31,9 +31,9 @@ impl Keeper {
         let fence = self.shared.control().lease.fence;
         let seen = self.seen();
         let sent_at = clock::boot_ms();
-        // A renewal whose answer was lost may have raised the fence: the registry knows it by
-        // its request.
-        let request = self.request;
+        // A renewal, or a claim granted at once, whose answer was lost raised the fence: the
+        // registry knows this server by the request, asked again with the same one.
+        let request = Some(self.in_flight());
         let answer = self.registry(Instant::now() + EXCHANGE).and_then(|mut r| {
             r.claim(
                 &me,
@@ -129,18 +129,25 @@ impl Keeper {
         let me = self.me.clone();
         let seen = self.seen();
         let sent_at = clock::boot_ms();
+        // A confirmation whose answer was lost is asked again as itself: the registry answers
+        // it as it did (else it would find its own grant in the claim's place).
+        let request = self.in_flight();
         let answer = self.registry(Instant::now() + CONNECT).and_then(|mut r| {
             r.confirm(
                 &me,
                 w.worker,
                 w.token,
+                request,
                 timing.ttl_ms,
                 clock::unix_ms(),
                 seen,
             )
         });
         let a = match answer {
-            Ok(a) => a,
+            Ok(a) => {
+                self.request = None;
+                a
+            }
             Err(Failure::Interrupted) => return,
             Err(e) => {
                 // The claim stays the registry's to keep; confirmed at the next attempt.
@@ -164,10 +171,25 @@ impl Keeper {
                 self.take(held, &a);
             }
             Outcome::Wait => {
+                // The registry's clock has not seen the lock-delay pass (the same claim), or it
+                // claimed again for this server (a new token: a lock-delay from now).
+                let (token, wait) = match a.token {
+                    Some(token) if token != w.token => (
+                        token,
+                        rules::takeover_wait_ms(a.wait_ms.unwrap_or(0), self.max_skew_ms),
+                    ),
+                    _ => (w.token, a.wait_ms.unwrap_or(0).max(1)),
+                };
                 self.phase = Phase::Waiting(Waiting {
-                    until: clock::boot_ms() + a.wait_ms.unwrap_or(0).max(1),
+                    token,
+                    until: clock::boot_ms() + wait,
                     ..w
                 });
+                if token != w.token {
+                    self.shared.control().lease.waiting_until_unix_ms =
+                        clock::unix_ms() + wait as i64;
+                    self.set_status(Standing::Waiting, &a.reason);
+                }
             }
             Outcome::Lost => {
                 self.phase = Phase::Idle;

@@ -43,9 +43,7 @@ impl Keeper {
         let cap_id = p.layout.id_from_tick(cap, held.worker);
         let me = self.me.clone();
         let seen = self.seen();
-        let request = *self
-            .request
-            .get_or_insert_with(|| (clock::random_u64() >> 1) as i64);
+        let request = self.in_flight();
         let answer = self.registry(Instant::now() + EXCHANGE).and_then(|mut r| {
             // Read as the request goes out (connecting may have taken a while).
             let ran_out = clock::boot_ms() >= until;

@@ -125,9 +125,9 @@ struct Keeper {
     next_attempt: u64,
     /// What the last failure said: a new reason is logged at once.
     last_failure: String,
-    /// The renewal in flight: drawn at its first attempt, kept until the registry answers, so
-    /// that an attempt whose answer was lost is asked again as itself (the registry would
-    /// otherwise take this server's own renewal for a copy's).
+    /// The request in flight (a renewal, a claim, a confirmation): drawn at its first attempt,
+    /// kept until the registry answers, so that an attempt whose answer was lost is asked again
+    /// as itself (the registry would otherwise take this server's own grant for a copy's).
     request: Option<i64>,
 }
 
@@ -150,6 +150,13 @@ impl Keeper {
             last_failure: String::new(),
             request: None,
         }
+    }
+
+    /// The request in flight, drawn if none is.
+    fn in_flight(&mut self) -> i64 {
+        *self
+            .request
+            .get_or_insert_with(|| (clock::random_u64() >> 1) as i64)
     }
 
     /// The lease this server asks for: `snowflake.lease_ttl`, at most the registry's
