@@ -493,6 +493,32 @@ fn a_confirmation_whose_answer_was_lost_waits_again_once_its_lease_ran_out_by_a_
     assert_eq!(granted.outcome, "granted", "{granted:?}");
 }
 
+/// A later start of a server whose claim was overtaken by another server's while it could not
+/// reach the registry (the earlier start it replaces long gone, its lease run out) is told
+/// `lost`, and claims another worker id: it is not taken for a copy of the server, which would
+/// stop it for good. (A copy is a start that renewed the lease during the wait: see
+/// a_copy_of_a_server_with_its_identity_never_takes_turns_with_it.)
+#[test]
+fn a_confirmation_whose_claim_was_overtaken_is_lost_and_not_taken_for_a_copy() {
+    let registry = registry("handover-overtaken-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let token = claimed_after_a_reboot(&mut fleet, &mut r);
+    the_claim_of_7_waited_out(&mut r);
+    let other: String = fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.claim('sysid-x', 'host-x', 5432, '/x', 'boot-x', 'run-x',
+                     'a-secret-of-another-server-32ch!', 1, 7, 7, true, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(other, "wait");
+    let a = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
+    assert_eq!(a.outcome, "lost", "{a:?}");
+}
+
 /// A claim of the same start bringing the fence of its grant (a keeper whose grant was not yet
 /// put to use, or restarted after an error, claims with it) is renewal by another road: by a
 /// registry whose server just changed, a lease that ran out is not granted again at once on

@@ -571,8 +571,14 @@ BEGIN
   END IF;
   IF NOT FOUND OR r.pending_token IS DISTINCT FROM p_token
      OR r.pending_key IS DISTINCT FROM me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex') THEN
+    -- Another start of this server renewed the lease while this one waited (the claim put the
+    -- lease's end before the confirmation: a lease that runs now was renewed since): a copy.
+    -- One that ran out proves nothing: this claim may have been overtaken by another server's,
+    -- or cleared by a recovery, while the start it names is long gone (a restart after a
+    -- reboot). That is lost, and this start claims again.
     IF snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = me
-       AND r.boot IS DISTINCT FROM p_boot AND r.released_at IS NULL THEN
+       AND r.boot IS DISTINCT FROM p_boot AND r.released_at IS NULL
+       AND r.expires_at >= pg_catalog.now() THEN
       a := snowflake_registry.answer(c, 'duplicate', pg_catalog.format('another start of this server (%s) holds worker id %s and renewed it while this one waited: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory), p_worker));
     ELSE
       a := snowflake_registry.answer(c, 'lost', pg_catalog.format('while this server waited, worker id %s was %s', p_worker,
