@@ -468,12 +468,42 @@ fn a_confirmation_whose_answer_was_lost_is_granted_again() {
     assert_eq!(other.outcome, "lost", "{other:?}");
 }
 
-/// As above, but the grant's lease ran out unused and the registry's server changed since (it
-/// may have lost a history where another server waited the lease out and took the worker id):
-/// the repeat is not granted, it claims again and waits out the lock-delay, then is granted.
+/// The repeat of a lost confirmation runs the lease from the repeat, as the keeper counts it
+/// (from the attempt that was answered): the lease the registry has never ends before the one
+/// the keeper believes it holds.
 #[test]
-fn a_confirmation_whose_answer_was_lost_waits_again_once_its_lease_ran_out_by_a_changed_registry() {
-    let registry = registry("handover-lost-confirm-changed-registry");
+fn a_confirmation_granted_again_runs_its_lease_from_the_repeat() {
+    let registry = registry("handover-lost-confirm-ttl-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let token = claimed_after_a_reboot(&mut fleet, &mut r);
+    the_claim_of_7_waited_out(&mut r);
+    assert_eq!(
+        confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51).outcome,
+        "granted"
+    );
+    // The first answer was lost 4 s ago, of a 5 s lease.
+    r.batch_execute(
+        "UPDATE snowflake_registry.leases SET expires_at = now() + interval '1 s' WHERE worker = 7",
+    )
+    .unwrap();
+    let again = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
+    assert_eq!(again.outcome, "granted", "{again:?}");
+    let runs_for: bool = r.scalar(
+        "SELECT expires_at >= now() + interval '4 s' FROM snowflake_registry.leases WHERE worker = 7",
+    );
+    assert!(
+        runs_for,
+        "the lease still ends a TTL after the first answer"
+    );
+}
+
+/// A repeat of a lost confirmation whose lease ran out unused (another server may have claimed
+/// it since, or a registry whose server changed may have lost a history where one took it) is
+/// not granted: it claims again and waits out the lock-delay, then is granted.
+#[test]
+fn a_confirmation_whose_answer_was_lost_waits_again_once_its_lease_ran_out_unused() {
+    let registry = registry("handover-lost-confirm-ran-out-registry");
     let mut fleet = connect_as(&registry, "postgres", "fleet");
     let mut r = registry.connect();
     let token = claimed_after_a_reboot(&mut fleet, &mut r);
@@ -481,7 +511,6 @@ fn a_confirmation_whose_answer_was_lost_waits_again_once_its_lease_ran_out_by_a_
     let lost = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
     assert_eq!(lost.outcome, "granted", "{lost:?}");
     the_lease_of_7_ran_out(&mut r);
-    the_registrys_server_changed(&mut r);
     let again = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
     assert_eq!(again.outcome, "wait", "{again:?}");
     let new_token = again.token.unwrap();
@@ -491,6 +520,25 @@ fn a_confirmation_whose_answer_was_lost_waits_again_once_its_lease_ran_out_by_a_
     the_claim_of_7_waited_out(&mut r);
     let granted = confirm_7_as(&mut fleet, "boot-h2", "run-h2", new_token, 53);
     assert_eq!(granted.outcome, "granted", "{granted:?}");
+}
+
+/// When the answer that claimed it again (its new token) is lost too, the confirmation sent
+/// once more under the old token is told to wait under the new one: not `lost` (the keeper
+/// would claim again with the fence it had, and be taken for a copy's memory).
+#[test]
+fn a_confirmation_under_a_token_the_registry_replaced_waits_under_the_new_one() {
+    let registry = registry("handover-replaced-token-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let token = claimed_after_a_reboot(&mut fleet, &mut r);
+    the_claim_of_7_waited_out(&mut r);
+    confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
+    the_lease_of_7_ran_out(&mut r);
+    let replaced = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
+    assert_eq!(replaced.outcome, "wait", "{replaced:?}");
+    let once_more = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
+    assert_eq!(once_more.outcome, "wait", "{once_more:?}");
+    assert_eq!(once_more.token, replaced.token);
 }
 
 /// A later start of a server whose claim was overtaken by another server's while it could not
@@ -534,17 +582,13 @@ fn a_claim_bringing_the_fence_of_a_lease_that_ran_out_waits_by_a_registry_whose_
     let (granted, fence) = claim_7_as_the_same_start(&mut fleet, None);
     assert_eq!(granted, "granted");
     let mut r = registry.connect();
-    r.batch_execute("UPDATE snowflake_registry.leases SET expires_at = now() - interval '1 minute' WHERE worker = 7")
-        .unwrap();
+    the_lease_of_7_ran_out(&mut r);
     // On the same server the same claim is granted at once: it is this start's, and nothing
     // says the registry lost anything.
     let (again, fence) = claim_7_as_the_same_start(&mut fleet, fence);
     assert_eq!(again, "granted");
-    r.batch_execute(
-        "UPDATE snowflake_registry.leases SET expires_at = now() - interval '1 minute' WHERE worker = 7;
-         UPDATE snowflake_registry.config SET server_timeline = server_timeline - 1",
-    )
-    .unwrap();
+    the_lease_of_7_ran_out(&mut r);
+    the_registrys_server_changed(&mut r);
     let (after_the_change, _) = claim_7_as_the_same_start(&mut fleet, fence);
     assert_eq!(after_the_change, "wait");
 }

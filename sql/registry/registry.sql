@@ -540,33 +540,49 @@ BEGIN
      AND r.released_at IS NULL AND r.displaced_at IS NULL AND NOT r.elsewhere THEN
     -- This very confirmation again: it was granted, and its answer lost (the keeper asks again
     -- with the same request). Nobody renewed since (a renewal sets its own request).
-    IF COALESCE(c.cautious_until > pg_catalog.now(), false) OR r.recovered_at IS NOT NULL THEN
-      IF r.expires_at < pg_catalog.now() THEN
-        -- The grant's lease ran out unused, by a registry whose server just changed or that was
-        -- recovered: in a history it lost, another server may have waited it out and taken the
-        -- worker id. Claimed again, to be confirmed after another lock-delay.
-        UPDATE snowflake_registry.leases l
-           SET pending_key = me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'),
-               pending_holder = snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
-               pending_token = (pg_catalog.random() * 9e15)::bigint,
-               pending_since = pg_catalog.now(),
-               pending_wait_ms = GREATEST(COALESCE(l.ttl_ms, 0), c.lock_delay_ms),
-               last_request = NULL
-         WHERE l.worker = p_worker
-        RETURNING * INTO r;
-        a := snowflake_registry.answer(c, 'wait', 'the registry''s server changed (a restore or a failover may have lost leases) since it granted this claim, whose answer was lost');
-        a.worker := p_worker;
-        a.token := r.pending_token;
-        a.wait_ms := r.pending_wait_ms;
-        RETURN a;
-      END IF;
+    IF r.expires_at < pg_catalog.now() THEN
+      -- The grant's lease ran out unused: another server may have claimed it meanwhile, and a
+      -- registry whose server changed or that was recovered may have lost a history where one
+      -- waited it out and took the worker id. Claimed again, to be confirmed after another
+      -- lock-delay.
+      UPDATE snowflake_registry.leases l
+         SET pending_key = me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'),
+             pending_holder = snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
+             pending_token = (pg_catalog.random() * 9e15)::bigint,
+             pending_since = pg_catalog.now(),
+             pending_wait_ms = GREATEST(COALESCE(l.ttl_ms, 0), c.lock_delay_ms),
+             last_request = NULL
+       WHERE l.worker = p_worker
+      RETURNING * INTO r;
+      a := snowflake_registry.answer(c, 'wait', 'this server''s confirmation was granted, its answer lost, and the lease ran out unused before it asked again');
+      a.worker := p_worker;
+      a.token := r.pending_token;
+      a.wait_ms := r.pending_wait_ms;
+      RETURN a;
     END IF;
-    -- Answered as the first time, the fence unchanged.
+    -- Answered as the first time, the fence unchanged; the lease runs from now, as the keeper
+    -- counts it from this attempt.
+    UPDATE snowflake_registry.leases l
+       SET renewed_at = pg_catalog.now(),
+           expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
+           pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
+     WHERE l.worker = p_worker
+    RETURNING * INTO r;
     a := snowflake_registry.answer(c, 'granted');
     a.worker := r.worker;
     a.fence := r.fence;
     a.last_mark := r.last_mark;
     a.min_start_ms := snowflake_registry.unix_ms(r.min_start_at);
+    RETURN a;
+  END IF;
+  IF FOUND AND r.pending_key = me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex')
+     AND r.pending_token IS DISTINCT FROM p_token THEN
+    -- This start's claim, under another token (the registry claimed it again for this server,
+    -- and that answer was lost): waited out under that token.
+    a := snowflake_registry.answer(c, 'wait', 'the registry claimed it again for this server under another token');
+    a.worker := p_worker;
+    a.token := r.pending_token;
+    a.wait_ms := GREATEST(r.pending_wait_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()) + snowflake_registry.unix_ms(r.pending_since), 1);
     RETURN a;
   END IF;
   IF NOT FOUND OR r.pending_token IS DISTINCT FROM p_token
