@@ -48,14 +48,36 @@ pub fn readings(layout: &Layout) -> Readings {
     }
 }
 
-/// 64 random bits, never 0 (`pg_strong_random`, or the clocks if that fails): for tokens and
-/// keys.
+/// 64 random bits, never 0: for tokens and keys. `pg_strong_random` (OpenSSL's generator,
+/// whose state is in this process's memory) mixed with the kernel's `getrandom` and the clock's
+/// nanoseconds: two copies of a VM resumed from one snapshot have the same generator state and
+/// would draw the same numbers (the registry would take the copy's renewal for a repeat of
+/// the original's); the kernel reseeds on a VM fork, and the two never read the same instant.
 pub fn random_u64() -> u64 {
     let mut bytes = [0u8; 8];
     // SAFETY: pg_strong_random fills the buffer we pass, of the length we pass.
     let ok = unsafe { pgrx::pg_sys::pg_strong_random(bytes.as_mut_ptr().cast(), bytes.len()) };
-    let n = u64::from_le_bytes(bytes);
-    if ok && n != 0 {
+    let mut n = if ok { u64::from_le_bytes(bytes) } else { 0 };
+    let mut kernel = [0u8; 8];
+    // SAFETY: getrandom writes at most the length we pass into the buffer we pass; without
+    // blocking (a pool not yet initialised leaves it short, and it is not used).
+    let got = unsafe {
+        libc::getrandom(
+            kernel.as_mut_ptr().cast(),
+            kernel.len(),
+            libc::GRND_NONBLOCK,
+        )
+    };
+    if got == kernel.len() as isize {
+        n ^= u64::from_le_bytes(kernel);
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    // The nanoseconds spread over all 64 bits (a multiplicative hash), so that they change the
+    // high bits too (some callers keep 63).
+    n ^= nanos.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    if n != 0 {
         n
     } else {
         (((unix_ms() as u64) << 20) ^ boot_ms()) | 1
