@@ -468,6 +468,26 @@ fn a_confirmation_whose_answer_was_lost_is_granted_again() {
     assert_eq!(other.outcome, "lost", "{other:?}");
 }
 
+/// A keeper restarted after a confirmation whose answer was lost claims with the fence it had
+/// before (any) and the request it kept in shared memory: granted with the confirmation's
+/// fence, not taken for a copy's memory.
+#[test]
+fn a_claim_repeating_a_confirmation_whose_answer_was_lost_is_granted_with_its_fence() {
+    let registry = registry("handover-lost-confirm-claim-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let token = claimed_after_a_reboot(&mut fleet, &mut r);
+    the_claim_of_7_waited_out(&mut r);
+    let lost = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
+    assert_eq!(lost.outcome, "granted", "{lost:?}");
+    let older = lost.fence.map(|f| f - 5);
+    let claimed = claim_7_as(&mut fleet, "boot-h2", "run-h2", older, Some(51));
+    assert_eq!(claimed.outcome, "granted", "{claimed:?}");
+    assert_eq!(claimed.fence, lost.fence);
+    let another = claim_7_as(&mut fleet, "boot-h2", "run-h2", older, Some(52));
+    assert_eq!(another.outcome, "duplicate", "{another:?}");
+}
+
 /// The repeat of a lost confirmation runs the lease from the repeat, as the keeper counts it
 /// (from the attempt that was answered): the lease the registry has never ends before the one
 /// the keeper believes it holds.

@@ -434,9 +434,10 @@ BEGIN
   -- Its identity is in lease_list for anyone with the fleet's password to read: only its secret
   -- tells the holder itself (or a copy of its data directory) from someone posing as it.
   proven := mine AND r.secret_hash = snowflake_registry.secret_hash(p_secret);
-  -- a renewal, or a claim granted at once, by this very start whose answer it lost raised the
-  -- fence by one (the keeper asks again with the same request and the fence it had)
-  replay := proven AND r.boot = p_boot AND r.fence = p_fence + 1 AND r.last_request = p_request;
+  -- the last grant or renewal of this lease was this very request of this start, whose answer
+  -- it lost (the keeper asks again with the same request, restarted or not, and the fence it
+  -- had: one behind after a renewal or a claim, any after a confirmation)
+  replay := proven AND r.boot = p_boot AND r.last_request = p_request;
   immediate :=
     -- this very start of the server, renewing what it holds; not a lease that ran out by a
     -- registry whose server just changed or that was recovered (as renew judges it): the fence

@@ -94,6 +94,11 @@ pub struct Status {
     pub worker: Option<u32>,
     /// The fence of the lease this start of the server holds (a restarted keeper continues it).
     pub fence: Option<i64>,
+    /// The keeper's request in flight (a renewal, a claim, a confirmation): drawn at its first
+    /// attempt, kept until the registry answers, so that an attempt whose answer was lost is
+    /// asked again as itself (the registry would otherwise take this server's own grant for a
+    /// copy's), by a restarted keeper too.
+    pub request: Option<i64>,
     /// Unix ms at which the registry lets the lease go, as estimated here.
     pub expires_unix_ms: i64,
     /// While waiting out the lock-delay: Unix ms at which the claim is confirmed.

@@ -48,7 +48,7 @@ impl Keeper {
         });
         let a = match answer {
             Ok(a) => {
-                self.request = None;
+                self.answered();
                 a
             }
             Err(Failure::Interrupted) => return,
@@ -145,7 +145,7 @@ impl Keeper {
         });
         let a = match answer {
             Ok(a) => {
-                self.request = None;
+                self.answered();
                 a
             }
             Err(Failure::Interrupted) => return,

@@ -67,7 +67,7 @@ impl Keeper {
                 return None;
             }
         };
-        self.request = None;
+        self.answered();
         self.note(&a);
         match a.outcome {
             Outcome::Renewed => {

@@ -125,10 +125,6 @@ struct Keeper {
     next_attempt: u64,
     /// What the last failure said: a new reason is logged at once.
     last_failure: String,
-    /// The request in flight (a renewal, a claim, a confirmation): drawn at its first attempt,
-    /// kept until the registry answers, so that an attempt whose answer was lost is asked again
-    /// as itself (the registry would otherwise take this server's own grant for a copy's).
-    request: Option<i64>,
 }
 
 impl Keeper {
@@ -148,15 +144,22 @@ impl Keeper {
             failures: 0,
             next_attempt: 0,
             last_failure: String::new(),
-            request: None,
         }
     }
 
-    /// The request in flight, drawn if none is.
+    /// The request in flight, drawn if none is (see `lease::Status::request`).
     fn in_flight(&mut self) -> i64 {
         *self
+            .shared
+            .control()
+            .lease
             .request
             .get_or_insert_with(|| (clock::random_u64() >> 1) as i64)
+    }
+
+    /// The registry answered the request in flight.
+    fn answered(&mut self) {
+        self.shared.control().lease.request = None;
     }
 
     /// The lease this server asks for: `snowflake.lease_ttl`, at most the registry's
