@@ -488,6 +488,23 @@ fn a_claim_repeating_a_confirmation_whose_answer_was_lost_is_granted_with_its_fe
     assert_eq!(another.outcome, "duplicate", "{another:?}");
 }
 
+/// A claim placed before the registry's server changed (a failover, a restore) waited in a
+/// history the registry may have lost, where the holder may have renewed or another server
+/// taken the worker id: once the lock-delay has passed, it is not granted but claimed again,
+/// to wait in this one.
+#[test]
+fn a_claim_that_waited_while_the_registrys_server_changed_waits_again() {
+    let registry = registry("handover-changed-while-waiting-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let token = claimed_after_a_reboot(&mut fleet, &mut r);
+    the_claim_of_7_waited_out(&mut r);
+    the_registrys_server_changed(&mut r);
+    let a = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
+    assert_eq!(a.outcome, "wait", "{a:?}");
+    assert_ne!(a.token, Some(token));
+}
+
 /// The repeat of a lost confirmation runs the lease from the repeat, as the keeper counts it
 /// (from the attempt that was answered): the lease the registry has never ends before the one
 /// the keeper believes it holds.

@@ -149,7 +149,10 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.config (
 ALTER TABLE snowflake_registry.config
   -- When the leases last imported (import) were exported from the predecessor: a lease held
   -- there then may have been renewed there since.
-  ADD COLUMN IF NOT EXISTS predecessor_exported_at timestamptz;
+  ADD COLUMN IF NOT EXISTS predecessor_exported_at timestamptz,
+  -- When the server last changed (above): a claim placed before it waited in a history the
+  -- registry may have lost.
+  ADD COLUMN IF NOT EXISTS server_changed_at timestamptz;
 INSERT INTO snowflake_registry.config DEFAULT VALUES ON CONFLICT (one) DO NOTHING;
 UPDATE snowflake_registry.config SET format = 2;
 
@@ -287,7 +290,9 @@ BEGIN
     UPDATE snowflake_registry.config
        SET server_system_identifier = sysid, server_timeline = tli,
            cautious_until = CASE WHEN c.server_system_identifier IS NULL THEN c.cautious_until
-                                 ELSE pg_catalog.now() + c.lock_delay_ms * interval '1 millisecond' END;
+                                 ELSE pg_catalog.now() + c.lock_delay_ms * interval '1 millisecond' END,
+           server_changed_at = CASE WHEN c.server_system_identifier IS NULL THEN c.server_changed_at
+                                    ELSE pg_catalog.now() END;
   END IF;
   UPDATE snowflake_registry.config SET epoch = epoch + 1 RETURNING * INTO c;
 END
@@ -503,6 +508,33 @@ BEGIN
 END
 $$;
 
+-- Claims p_worker again for the caller of confirm (its pending key and description), under a
+-- new token, from now: `wait`, saying why.
+CREATE OR REPLACE FUNCTION snowflake_registry.claim_again(c snowflake_registry.config, p_worker integer,
+                                                          p_pending_key text, p_holder text, p_reason text)
+RETURNS snowflake_registry.answer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  a snowflake_registry.answer;
+  r snowflake_registry.leases;
+BEGIN
+  UPDATE snowflake_registry.leases l
+     SET pending_key = p_pending_key, pending_holder = p_holder,
+         pending_token = (pg_catalog.random() * 9e15)::bigint,
+         pending_since = pg_catalog.now(),
+         pending_wait_ms = GREATEST(COALESCE(l.ttl_ms, 0), c.lock_delay_ms),
+         last_request = NULL
+   WHERE l.worker = p_worker
+  RETURNING * INTO r;
+  a := snowflake_registry.answer(c, 'wait', p_reason);
+  a.worker := p_worker;
+  a.token := r.pending_token;
+  a.wait_ms := r.pending_wait_ms;
+  RETURN a;
+END
+$$;
+
 -- Takes the worker id the caller claimed with `p_token`, once it has waited out the lock-delay:
 -- `granted` if nobody renewed or claimed it meanwhile. p_request is the same for every attempt
 -- of one confirmation: one whose answer was lost is answered again as the first time (NULL from
@@ -521,6 +553,8 @@ DECLARE
   a snowflake_registry.answer;
   r snowflake_registry.leases;
   me text := snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
+  -- the caller's claim, as claim() keyed it
+  pending text := me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex');
   left_ms bigint;
   skew bigint;
 BEGIN
@@ -546,20 +580,8 @@ BEGIN
       -- registry whose server changed or that was recovered may have lost a history where one
       -- waited it out and took the worker id. Claimed again, to be confirmed after another
       -- lock-delay.
-      UPDATE snowflake_registry.leases l
-         SET pending_key = me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'),
-             pending_holder = snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
-             pending_token = (pg_catalog.random() * 9e15)::bigint,
-             pending_since = pg_catalog.now(),
-             pending_wait_ms = GREATEST(COALESCE(l.ttl_ms, 0), c.lock_delay_ms),
-             last_request = NULL
-       WHERE l.worker = p_worker
-      RETURNING * INTO r;
-      a := snowflake_registry.answer(c, 'wait', 'this server''s confirmation was granted, its answer lost, and the lease ran out unused before it asked again');
-      a.worker := p_worker;
-      a.token := r.pending_token;
-      a.wait_ms := r.pending_wait_ms;
-      RETURN a;
+      RETURN snowflake_registry.claim_again(c, p_worker, pending, snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
+               'this server''s confirmation was granted, its answer lost, and the lease ran out unused before it asked again');
     END IF;
     -- Answered as the first time, the fence unchanged; the lease runs from now, as the keeper
     -- counts it from this attempt.
@@ -576,18 +598,17 @@ BEGIN
     a.min_start_ms := snowflake_registry.unix_ms(r.min_start_at);
     RETURN a;
   END IF;
-  IF FOUND AND r.pending_key = me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex')
-     AND r.pending_token IS DISTINCT FROM p_token THEN
+  IF FOUND AND r.pending_key = pending AND r.pending_token IS DISTINCT FROM p_token THEN
     -- This start's claim, under another token (the registry claimed it again for this server,
-    -- and that answer was lost): waited out under that token.
+    -- and that answer was lost): waited out under that token, the whole lock-delay on the
+    -- caller's clock from now (the registry's clock alone never proves a wait).
     a := snowflake_registry.answer(c, 'wait', 'the registry claimed it again for this server under another token');
     a.worker := p_worker;
     a.token := r.pending_token;
-    a.wait_ms := GREATEST(r.pending_wait_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()) + snowflake_registry.unix_ms(r.pending_since), 1);
+    a.wait_ms := r.pending_wait_ms;
     RETURN a;
   END IF;
-  IF NOT FOUND OR r.pending_token IS DISTINCT FROM p_token
-     OR r.pending_key IS DISTINCT FROM me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex') THEN
+  IF NOT FOUND OR r.pending_token IS DISTINCT FROM p_token OR r.pending_key IS DISTINCT FROM pending THEN
     -- Another start of this server renewed the lease while this one waited (the claim put the
     -- lease's end before the confirmation: a lease that runs now was renewed since): a copy.
     -- One that ran out proves nothing: this claim may have been overtaken by another server's,
@@ -604,6 +625,13 @@ BEGIN
     END IF;
     a.worker := p_worker;
     RETURN a;
+  END IF;
+  IF r.pending_since < c.server_changed_at THEN
+    -- The registry's server changed during the wait (a restore or a failover): in the history
+    -- it lost, the holder may have renewed, or another server taken the worker id and minted.
+    -- Waited out again, from now, in this one.
+    RETURN snowflake_registry.claim_again(c, p_worker, pending, r.pending_holder,
+             'the registry''s server changed while this server waited (a restore or a failover may have lost leases)');
   END IF;
   -- The claimer's boot clock is what proves the wait; the registry's clock must agree.
   left_ms := r.pending_wait_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()) + snowflake_registry.unix_ms(r.pending_since);
