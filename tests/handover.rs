@@ -505,6 +505,58 @@ fn a_claim_that_waited_while_the_registrys_server_changed_waits_again() {
     assert_ne!(a.token, Some(token));
 }
 
+/// Claims one of worker ids 7 and 8 through `fleet` as the start `boot-h` that brings `fence`
+/// and `request`: the outcome and the worker id.
+fn claim_7_or_8(
+    fleet: &mut postgres::Client,
+    fence: Option<i64>,
+    request: i64,
+) -> (String, Option<i32>, Option<i64>) {
+    let row = fleet
+        .query_one(
+            "SELECT outcome, worker, fence FROM snowflake_registry.claim('sysid-h', 'host-h', 5432, '/h', 'boot-h', 'run-h',
+                     'a-secret-of-the-holder-32-chars!', 1, 7, 8, false, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, $1, $2, NULL, NULL)",
+            &[&fence, &request],
+        )
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+/// Of a server's own leases in its range, a claim is judged on the one this start holds (by
+/// its fence), not on one it held before and lost (whose claimant went away): it is granted
+/// that one again at once, not taken for a copy's memory because the other's fence differs.
+#[test]
+fn a_claim_is_judged_on_the_lease_this_start_holds_not_one_it_lost() {
+    let registry = registry("handover-own-rows-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    // The start holds 7 (its fence raised twice), loses it (run out), and another server
+    // claims it, so that the start's next claim is granted 8.
+    let (_, first, fence) = claim_7_or_8(&mut fleet, None, 60);
+    assert_eq!(first, Some(7));
+    let (_, _, fence) = claim_7_or_8(&mut fleet, fence, 61);
+    the_lease_of_7_ran_out(&mut r);
+    let other: String = fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.claim('sysid-x', 'host-x', 5432, '/x', 'boot-x', 'run-x',
+                     'a-secret-of-another-server-32ch!', 1, 7, 7, true, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(other, "wait");
+    let (granted, eight, fence_8) = claim_7_or_8(&mut fleet, None, 62);
+    assert_eq!((granted.as_str(), eight), ("granted", Some(8)));
+    assert_ne!(fence_8, fence);
+    // The other server went away: its claim of 7 lapses. The start claims again with the
+    // fence of 8 (a restarted keeper).
+    the_claim_of_7_waited_out(&mut r);
+    let (again, which, _) = claim_7_or_8(&mut fleet, fence_8, 63);
+    assert_eq!((again.as_str(), which), ("granted", Some(8)));
+}
+
 /// The repeat of a lost confirmation runs the lease from the repeat, as the keeper counts it
 /// (from the attempt that was answered): the lease the registry has never ends before the one
 /// the keeper believes it holds.

@@ -417,6 +417,9 @@ BEGIN
      AND (l.pending_key IS NULL OR pg_catalog.starts_with(l.pending_key, me || '|')
           OR l.pending_since + (l.pending_wait_ms + c.lock_delay_ms) * interval '1 millisecond' < pg_catalog.now())
    ORDER BY snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me DESC,
+            -- of this server's, the lease this start holds (its fence, or its request in flight),
+            -- not another it held before in this range and lost
+            (l.boot = p_boot AND (l.last_request = p_request OR l.fence = p_fence)) IS TRUE DESC,
             l.system_identifier IS NULL DESC,
             l.released_by IS NOT DISTINCT FROM 'holder' DESC,
             COALESCE(l.released_at, l.expires_at), l.worker
