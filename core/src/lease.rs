@@ -148,6 +148,25 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Whether the registry read the lease to give this answer, so that the request it
+    /// answers is settled (a request whose answer was lost is asked again until it is). The
+    /// refusals that come first (a frozen or moved registry, a clock skew, a TTL too long, ...)
+    /// leave it in flight: a grant or renewal it made before may be asked for again.
+    pub fn settles_the_request(self) -> bool {
+        matches!(
+            self,
+            Outcome::Granted
+                | Outcome::Wait
+                | Outcome::Renewed
+                | Outcome::Released
+                | Outcome::Lost
+                | Outcome::Duplicate
+                | Outcome::Exhausted
+                | Outcome::Held
+                | Outcome::Superseded
+        )
+    }
+
     /// The registry's word for it.
     pub fn name(self) -> &'static str {
         match self {
@@ -309,6 +328,29 @@ pub fn cap(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_before_the_lease_is_read_leaves_the_request_in_flight() {
+        for refusal in [
+            Outcome::Frozen,
+            Outcome::Behind,
+            Outcome::Foreign,
+            Outcome::Moved,
+            Outcome::Skew,
+            Outcome::Ttl,
+            Outcome::UnsafeRole,
+        ] {
+            assert!(!refusal.settles_the_request(), "{}", refusal.name());
+        }
+        for decided in [
+            Outcome::Granted,
+            Outcome::Wait,
+            Outcome::Renewed,
+            Outcome::Lost,
+        ] {
+            assert!(decided.settles_the_request(), "{}", decided.name());
+        }
+    }
 
     const L: Layout = Layout::SNOWFLAKE;
 

@@ -58,18 +58,21 @@ pub fn random_u64() -> u64 {
     // SAFETY: pg_strong_random fills the buffer we pass, of the length we pass.
     let ok = unsafe { pgrx::pg_sys::pg_strong_random(bytes.as_mut_ptr().cast(), bytes.len()) };
     let mut n = if ok { u64::from_le_bytes(bytes) } else { 0 };
-    let mut kernel = [0u8; 8];
-    // SAFETY: getrandom writes at most the length we pass into the buffer we pass; without
-    // blocking (a pool not yet initialised leaves it short, and it is not used).
-    let got = unsafe {
-        libc::getrandom(
-            kernel.as_mut_ptr().cast(),
-            kernel.len(),
-            libc::GRND_NONBLOCK,
-        )
-    };
-    if got == kernel.len() as isize {
-        n ^= u64::from_le_bytes(kernel);
+    #[cfg(target_os = "linux")]
+    {
+        let mut kernel = [0u8; 8];
+        // SAFETY: getrandom writes at most the length we pass into the buffer we pass; without
+        // blocking (a pool not yet initialised leaves it short, and it is not used).
+        let got = unsafe {
+            libc::getrandom(
+                kernel.as_mut_ptr().cast(),
+                kernel.len(),
+                libc::GRND_NONBLOCK,
+            )
+        };
+        if got == kernel.len() as isize {
+            n ^= u64::from_le_bytes(kernel);
+        }
     }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -48,7 +48,7 @@ impl Keeper {
         });
         let a = match answer {
             Ok(a) => {
-                self.answered();
+                self.answered(a.outcome);
                 a
             }
             Err(Failure::Interrupted) => return,
@@ -145,7 +145,7 @@ impl Keeper {
         });
         let a = match answer {
             Ok(a) => {
-                self.answered();
+                self.answered(a.outcome);
                 a
             }
             Err(Failure::Interrupted) => return,
@@ -216,6 +216,9 @@ impl Keeper {
     /// not yet used back as its last mark at the next claim, and the worker would start above
     /// it, the TTL and the marks' reach ahead of the clock.
     pub(super) fn take(&mut self, held: Held, a: &Answer) {
+        // This start's, from now on, in the registry (the grant raised the fence): claimed
+        // again at once with it, whatever happens below.
+        self.shared.control().lease.fence = Some(held.fence);
         let p = self.shared.params;
         let worker = held.worker;
         // The new holder starts above the last one's cap, and above the time the registry
@@ -235,9 +238,6 @@ impl Keeper {
         }
         let floor = floor.min(p.tick_limit);
         self.phase = Phase::Idle;
-        // This start's, from now on, in the registry (the grant raised the fence): claimed
-        // again at once.
-        self.shared.control().lease.fence = Some(held.fence);
         self.succeeded();
         if !self.registry_seen_known() {
             // Claimed without the registry this server last leased from (the mark writer has

@@ -67,7 +67,7 @@ impl Keeper {
                 return None;
             }
         };
-        self.answered();
+        self.answered(a.outcome);
         self.note(&a);
         match a.outcome {
             Outcome::Renewed => {

@@ -147,19 +147,23 @@ impl Keeper {
         }
     }
 
-    /// The request in flight, drawn if none is (see `lease::Status::request`).
+    /// The request in flight, drawn if none is (see `lease::Status::request`; only the keeper
+    /// writes it). Drawn outside the control lock.
     fn in_flight(&mut self) -> i64 {
-        *self
-            .shared
-            .control()
-            .lease
-            .request
-            .get_or_insert_with(|| (clock::random_u64() >> 1) as i64)
+        if let Some(request) = self.shared.control().lease.request {
+            return request;
+        }
+        let drawn = (clock::random_u64() >> 1) as i64;
+        self.shared.control().lease.request = Some(drawn);
+        drawn
     }
 
-    /// The registry answered the request in flight.
-    fn answered(&mut self) {
-        self.shared.control().lease.request = None;
+    /// The registry answered the request in flight: settled, unless refused before the lease
+    /// was read (then asked again as itself).
+    fn answered(&mut self, outcome: Outcome) {
+        if outcome.settles_the_request() {
+            self.shared.control().lease.request = None;
+        }
     }
 
     /// The lease this server asks for: `snowflake.lease_ttl`, at most the registry's
