@@ -557,6 +557,87 @@ fn a_claim_is_judged_on_the_lease_this_start_holds_not_one_it_lost() {
     assert_eq!((again.as_str(), which), ("granted", Some(8)));
 }
 
+/// Of two of a start's own leases whose fences match the one it brings (fences are counted
+/// per lease), a claim takes the one that runs, not the one it lost.
+#[test]
+fn of_two_leases_with_the_fence_a_claim_brings_it_takes_the_one_that_runs() {
+    let registry = registry("handover-same-fence-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let (_, first, fence_7) = claim_7_or_8(&mut fleet, None, 70);
+    assert_eq!(first, Some(7));
+    the_lease_of_7_ran_out(&mut r);
+    let other: String = fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.claim('sysid-x', 'host-x', 5432, '/x', 'boot-x', 'run-x',
+                     'a-secret-of-another-server-32ch!', 1, 7, 7, true, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(other, "wait");
+    let (_, eight, fence_8) = claim_7_or_8(&mut fleet, None, 71);
+    assert_eq!((eight, fence_8), (Some(8), fence_7));
+    the_claim_of_7_waited_out(&mut r);
+    let (again, which, _) = claim_7_or_8(&mut fleet, fence_8, 72);
+    assert_eq!((again.as_str(), which), ("granted", Some(8)));
+}
+
+/// Renews the lease of worker id 7 through `fleet` as the start `boot-h` (the tests' identity
+/// and secret), with `fence` and `request`, saying its lease ran out: the outcome.
+fn renew_7_as_the_same_start(fleet: &mut postgres::Client, fence: i64, request: i64) -> String {
+    fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.renew('sysid-h', 'host-h', 5432, '/h', 'boot-h',
+                     'a-secret-of-the-holder-32-chars!', 1, 7, $1, $2, 0, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, true)",
+            &[&fence, &request],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// A claim made to wait again across a change of the registry's server leaves the holder's
+/// request as it was: the holder's renewal whose answer was lost, asked again, is still known
+/// as itself, not taken for a copy's memory.
+#[test]
+fn a_claim_waiting_again_keeps_the_holders_request_in_flight_known() {
+    let registry = registry("handover-keeps-request-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let fence = claim_7_as_the_same_start(&mut fleet, None).1.unwrap();
+    // A renewal whose answer is lost; then the holder stalls, its lease runs out, and another
+    // server claims the worker id.
+    assert_eq!(renew_7_as_the_same_start(&mut fleet, fence, 101), "renewed");
+    the_lease_of_7_ran_out(&mut r);
+    let token: i64 = fleet
+        .query_one(
+            "SELECT token FROM snowflake_registry.claim('sysid-x', 'host-x', 5432, '/x', 'boot-x', 'run-x',
+                     'a-secret-of-another-server-32ch!', 1, 7, 7, true, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    the_claim_of_7_waited_out(&mut r);
+    the_registrys_server_changed(&mut r);
+    let waits: String = fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.confirm('sysid-x', 'host-x', 5432, '/x', 'boot-x', 'run-x',
+                     'a-secret-of-another-server-32ch!', 1, 7, $1, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, 300)",
+            &[&token],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(waits, "wait");
+    // The caution after the change has passed; the holder resumes and asks again.
+    r.batch_execute("UPDATE snowflake_registry.config SET cautious_until = now() - interval '1 s'")
+        .unwrap();
+    assert_eq!(renew_7_as_the_same_start(&mut fleet, fence, 101), "renewed");
+}
+
 /// The repeat of a lost confirmation runs the lease from the repeat, as the keeper counts it
 /// (from the attempt that was answered): the lease the registry has never ends before the one
 /// the keeper believes it holds.

@@ -154,6 +154,10 @@ ALTER TABLE snowflake_registry.config
   -- registry may have lost.
   ADD COLUMN IF NOT EXISTS server_changed_at timestamptz;
 INSERT INTO snowflake_registry.config DEFAULT VALUES ON CONFLICT (one) DO NOTHING;
+-- A registry upgraded within the caution after a change of its server: the change was then.
+UPDATE snowflake_registry.config
+   SET server_changed_at = cautious_until - lock_delay_ms * interval '1 millisecond'
+ WHERE server_changed_at IS NULL AND cautious_until IS NOT NULL;
 UPDATE snowflake_registry.config SET format = 2;
 
 -- What every function of the protocol answers.
@@ -419,7 +423,10 @@ BEGIN
    ORDER BY snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me DESC,
             -- of this server's, the lease this start holds (its fence, or its request in flight),
             -- not another it held before in this range and lost
-            (l.boot = p_boot AND (l.last_request = p_request OR l.fence = p_fence)) IS TRUE DESC,
+            (l.boot = p_boot AND l.last_request = p_request) IS TRUE DESC,
+            (l.boot = p_boot AND l.fence = p_fence) IS TRUE DESC,
+            -- (fences are counted per lease: of two that match, the one that runs)
+            CASE WHEN (l.boot = p_boot AND l.fence = p_fence) IS TRUE THEN l.expires_at END DESC NULLS LAST,
             l.system_identifier IS NULL DESC,
             l.released_by IS NOT DISTINCT FROM 'holder' DESC,
             COALESCE(l.released_at, l.expires_at), l.worker
@@ -461,7 +468,7 @@ BEGIN
           OR r.system_identifier IS NULL
           OR (r.released_by = 'holder' AND NOT r.elsewhere)));
   IF proven AND r.boot = p_boot AND p_fence IS NOT NULL AND r.fence <> p_fence AND NOT COALESCE(replay, false)
-     AND r.released_at IS NULL THEN
+     AND r.released_at IS NULL AND NOT r.elsewhere THEN
     -- Another process with this very start's memory renewed it: a copy of this server's
     -- memory (a resumed VM snapshot) runs beside it.
     a := snowflake_registry.answer(c, 'duplicate', pg_catalog.format('worker id %s was renewed by another process of this very start of the server (fence %s, this one holds %s): a copy of this server''s memory runs elsewhere', r.worker, r.fence, p_fence));
@@ -513,8 +520,12 @@ $$;
 
 -- Claims p_worker again for the caller of confirm (its pending key and description), under a
 -- new token, from now: `wait`, saying why.
+DROP FUNCTION IF EXISTS snowflake_registry.claim_again(snowflake_registry.config, integer, text, text, text);
+-- p_own_grant: the lease is the caller's own grant, whose request is forgotten; else the row is
+-- still its holder's, whose request stays (asked again, it is known as itself).
 CREATE OR REPLACE FUNCTION snowflake_registry.claim_again(c snowflake_registry.config, p_worker integer,
-                                                          p_pending_key text, p_holder text, p_reason text)
+                                                          p_pending_key text, p_holder text, p_reason text,
+                                                          p_own_grant boolean)
 RETURNS snowflake_registry.answer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
@@ -527,7 +538,7 @@ BEGIN
          pending_token = (pg_catalog.random() * 9e15)::bigint,
          pending_since = pg_catalog.now(),
          pending_wait_ms = GREATEST(COALESCE(l.ttl_ms, 0), c.lock_delay_ms),
-         last_request = NULL
+         last_request = CASE WHEN p_own_grant THEN NULL ELSE l.last_request END
    WHERE l.worker = p_worker
   RETURNING * INTO r;
   a := snowflake_registry.answer(c, 'wait', p_reason);
@@ -584,13 +595,13 @@ BEGIN
       -- waited it out and took the worker id. Claimed again, to be confirmed after another
       -- lock-delay.
       RETURN snowflake_registry.claim_again(c, p_worker, pending, snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
-               'this server''s confirmation was granted, its answer lost, and the lease ran out unused before it asked again');
+               'this server''s confirmation was granted, its answer lost, and the lease ran out unused before it asked again', true);
     END IF;
     -- Answered as the first time, the fence unchanged; the lease runs from now, as the keeper
     -- counts it from this attempt.
     UPDATE snowflake_registry.leases l
        SET renewed_at = pg_catalog.now(),
-           expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
+           expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
            pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
      WHERE l.worker = p_worker
     RETURNING * INTO r;
@@ -629,12 +640,13 @@ BEGIN
     a.worker := p_worker;
     RETURN a;
   END IF;
-  IF r.pending_since < c.server_changed_at THEN
+  IF r.pending_since < c.server_changed_at + c.max_skew_ms * interval '1 millisecond' THEN
     -- The registry's server changed during the wait (a restore or a failover): in the history
     -- it lost, the holder may have renewed, or another server taken the worker id and minted.
-    -- Waited out again, from now, in this one.
+    -- Waited out again, from now, in this one. (The claim's time is the old server's clock:
+    -- the clocks of the two may differ by as much as any server's and the registry's.)
     RETURN snowflake_registry.claim_again(c, p_worker, pending, r.pending_holder,
-             'the registry''s server changed while this server waited (a restore or a failover may have lost leases)');
+             'the registry''s server changed while this server waited (a restore or a failover may have lost leases)', false);
   END IF;
   -- The claimer's boot clock is what proves the wait; the registry's clock must agree.
   left_ms := r.pending_wait_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()) + snowflake_registry.unix_ms(r.pending_since);

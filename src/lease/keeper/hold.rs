@@ -255,6 +255,13 @@ impl Keeper {
                 "The lease is given back in the old registry, with its final mark, before one is claimed in the new one.",
             );
             self.release("moving to another registry");
+            // A fence or a request of the old registry means nothing in the new one (an
+            // imported lease starts its fence again): never sent there.
+            {
+                let mut control = self.shared.control();
+                control.lease.fence = None;
+                control.lease.request = None;
+            }
             self.next_attempt = 0;
         } else {
             self.renew_now = matches!(self.phase, Phase::Holding(_));
