@@ -485,7 +485,7 @@ BEGIN
            ttl_ms = p_ttl_ms, skew_ms = skew,
            since = CASE WHEN mine AND l.released_at IS NULL THEN l.since ELSE pg_catalog.now() END,
            renewed_at = pg_catalog.now(),
-           expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
+           expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
            released_at = NULL, released_by = NULL, elsewhere = false, recovered_at = NULL,
            pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
      WHERE l.worker = r.worker
@@ -601,7 +601,7 @@ BEGIN
     -- counts it from this attempt.
     UPDATE snowflake_registry.leases l
        SET renewed_at = pg_catalog.now(),
-           expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
+           expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
            pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
      WHERE l.worker = p_worker
     RETURNING * INTO r;
@@ -770,7 +770,7 @@ BEGIN
                         ELSE l.fence + 1 END,
            last_request = p_request,
            renewed_at = pg_catalog.now(),
-           expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
+           expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
            ttl_ms = p_ttl_ms, timeline = p_timeline,
            skew_ms = p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()),
            last_mark = GREATEST(l.last_mark, p_cap), recovered_at = NULL,
