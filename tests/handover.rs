@@ -587,15 +587,41 @@ fn of_two_leases_with_the_fence_a_claim_brings_it_takes_the_one_that_runs() {
 /// Renews the lease of worker id 7 through `fleet` as the start `boot-h` (the tests' identity
 /// and secret), with `fence` and `request`, saying its lease ran out: the outcome.
 fn renew_7_as_the_same_start(fleet: &mut postgres::Client, fence: i64, request: i64) -> String {
+    renew_7_for(fleet, fence, request, 5000)
+}
+
+/// As above, for a lease of `ttl_ms`.
+fn renew_7_for(fleet: &mut postgres::Client, fence: i64, request: i64, ttl_ms: i32) -> String {
     fleet
         .query_one(
             "SELECT outcome FROM snowflake_registry.renew('sysid-h', 'host-h', 5432, '/h', 'boot-h',
-                     'a-secret-of-the-holder-32-chars!', 1, 7, $1, $2, 0, 5000,
+                     'a-secret-of-the-holder-32-chars!', 1, 7, $1, $2, 0, $3,
                      (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, true)",
-            &[&fence, &request],
+            &[&fence, &request, &ttl_ms],
         )
         .unwrap()
         .get(0)
+}
+
+/// A renewal asking for a shorter lease than the one the registry last granted (a lowered
+/// `snowflake.lease_ttl` or lock_delay) does not end the registry's lease before that one: the
+/// holder may not have heard this answer, and still counts on the longer lease.
+#[test]
+fn a_renewal_for_a_shorter_lease_never_ends_the_one_granted_before() {
+    let registry = registry("handover-shorter-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let fence = claim_7_as_the_same_start(&mut fleet, None).1.unwrap();
+    let granted_until: String =
+        r.scalar("SELECT expires_at::text FROM snowflake_registry.leases WHERE worker = 7");
+    assert_eq!(renew_7_for(&mut fleet, fence, 110, 1000), "renewed");
+    let kept: bool = r.query_one(
+        "SELECT expires_at >= $1::text::timestamptz FROM snowflake_registry.leases WHERE worker = 7",
+        &[&granted_until],
+    )
+    .unwrap()
+    .get(0);
+    assert!(kept, "the renewal shortened the lease granted before");
 }
 
 /// A claim made to wait again across a change of the registry's server leaves the holder's
