@@ -345,23 +345,40 @@ struct Answered {
     token: Option<i64>,
 }
 
-/// Claims worker id 7 through `fleet` as the start `boot` on the machine run `run` of a server
-/// (the tests' identity and secret) that brings `fence` and `request`, as its keeper does.
-fn claim_7_as(
-    fleet: &mut postgres::Client,
-    boot: &str,
-    run: &str,
-    fence: Option<i64>,
-    request: Option<i64>,
-) -> Answered {
-    let row = fleet
-        .query_one(
-            "SELECT outcome, fence, token FROM snowflake_registry.claim('sysid-h', 'host-h', 5432, '/h', $1, $2,
-                     'a-secret-of-the-holder-32-chars!', 1, 7, 7, true, 5000,
-                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, $3, $4, NULL, NULL)",
-            &[&boot, &run, &fence, &request],
-        )
-        .unwrap();
+/// A server as the registry's functions know it: its identity, one start (boot and machine
+/// run), and its secret.
+struct Server {
+    sysid: &'static str,
+    host: &'static str,
+    dir: &'static str,
+    boot: &'static str,
+    run: &'static str,
+    secret: &'static str,
+}
+
+/// A start of the tests' server.
+const fn start_of_h(boot: &'static str, run: &'static str) -> Server {
+    Server {
+        sysid: "sysid-h",
+        host: "host-h",
+        dir: "/h",
+        boot,
+        run,
+        secret: "a-secret-of-the-holder-32-chars!",
+    }
+}
+
+/// Another server, which wants worker id 7 too.
+const OTHER: Server = Server {
+    sysid: "sysid-x",
+    host: "host-x",
+    dir: "/x",
+    boot: "boot-x",
+    run: "run-x",
+    secret: "a-secret-of-another-server-32ch!",
+};
+
+fn answered(row: postgres::Row) -> Answered {
     Answered {
         outcome: row.get(0),
         fence: row.get(1),
@@ -369,27 +386,65 @@ fn claim_7_as(
     }
 }
 
-/// Confirms the claim of worker id 7 with `token`, as `claim_7_as` claimed it.
-fn confirm_7_as(
+/// Claims worker id 7 (pinned) through `fleet` as `server`, bringing `fence` and `request` as
+/// its keeper does.
+fn claim_7_by(
     fleet: &mut postgres::Client,
-    boot: &str,
-    run: &str,
+    server: &Server,
+    fence: Option<i64>,
+    request: Option<i64>,
+) -> Answered {
+    answered(
+        fleet
+            .query_one(
+                "SELECT outcome, fence, token FROM snowflake_registry.claim($1, $2, 5432, $3, $4, $5, $6, 1,
+                         7, 7, true, 5000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, $7, $8, NULL, NULL)",
+                &[&server.sysid, &server.host, &server.dir, &server.boot, &server.run, &server.secret,
+                  &fence, &request],
+            )
+            .unwrap(),
+    )
+}
+
+/// Confirms `server`'s claim of worker id 7 with `token`.
+fn confirm_7_by(
+    fleet: &mut postgres::Client,
+    server: &Server,
     token: i64,
     request: i64,
 ) -> Answered {
-    let row = fleet
-        .query_one(
-            "SELECT outcome, fence, token FROM snowflake_registry.confirm('sysid-h', 'host-h', 5432, '/h', $1, $2,
-                     'a-secret-of-the-holder-32-chars!', 1, 7, $3, 5000,
-                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, $4)",
-            &[&boot, &run, &token, &request],
-        )
-        .unwrap();
-    Answered {
-        outcome: row.get(0),
-        fence: row.get(1),
-        token: row.get(2),
-    }
+    answered(
+        fleet
+            .query_one(
+                "SELECT outcome, fence, token FROM snowflake_registry.confirm($1, $2, 5432, $3, $4, $5, $6, 1,
+                         7, $7, 5000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, $8)",
+                &[&server.sysid, &server.host, &server.dir, &server.boot, &server.run, &server.secret,
+                  &token, &request],
+            )
+            .unwrap(),
+    )
+}
+
+/// Claims worker id 7 as the start `boot` on the machine run `run` of the tests' server.
+fn claim_7_as(
+    fleet: &mut postgres::Client,
+    boot: &'static str,
+    run: &'static str,
+    fence: Option<i64>,
+    request: Option<i64>,
+) -> Answered {
+    claim_7_by(fleet, &start_of_h(boot, run), fence, request)
+}
+
+/// Confirms the claim of worker id 7 with `token`, as `claim_7_as` claimed it.
+fn confirm_7_as(
+    fleet: &mut postgres::Client,
+    boot: &'static str,
+    run: &'static str,
+    token: i64,
+    request: i64,
+) -> Answered {
+    confirm_7_by(fleet, &start_of_h(boot, run), token, request)
 }
 
 /// Claims worker id 7 through `fleet` as one start of a server (the tests' identity, boot and
@@ -537,16 +592,7 @@ fn a_claim_is_judged_on_the_lease_this_start_holds_not_one_it_lost() {
     assert_eq!(first, Some(7));
     let (_, _, fence) = claim_7_or_8(&mut fleet, fence, 61);
     the_lease_of_7_ran_out(&mut r);
-    let other: String = fleet
-        .query_one(
-            "SELECT outcome FROM snowflake_registry.claim('sysid-x', 'host-x', 5432, '/x', 'boot-x', 'run-x',
-                     'a-secret-of-another-server-32ch!', 1, 7, 7, true, 5000,
-                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(other, "wait");
+    assert_eq!(claim_7_by(&mut fleet, &OTHER, None, None).outcome, "wait");
     let (granted, eight, fence_8) = claim_7_or_8(&mut fleet, None, 62);
     assert_eq!((granted.as_str(), eight), ("granted", Some(8)));
     assert_ne!(fence_8, fence);
@@ -567,16 +613,7 @@ fn of_two_leases_with_the_fence_a_claim_brings_it_takes_the_one_that_runs() {
     let (_, first, fence_7) = claim_7_or_8(&mut fleet, None, 70);
     assert_eq!(first, Some(7));
     the_lease_of_7_ran_out(&mut r);
-    let other: String = fleet
-        .query_one(
-            "SELECT outcome FROM snowflake_registry.claim('sysid-x', 'host-x', 5432, '/x', 'boot-x', 'run-x',
-                     'a-secret-of-another-server-32ch!', 1, 7, 7, true, 5000,
-                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(other, "wait");
+    assert_eq!(claim_7_by(&mut fleet, &OTHER, None, None).outcome, "wait");
     let (_, eight, fence_8) = claim_7_or_8(&mut fleet, None, 71);
     assert_eq!((eight, fence_8), (Some(8), fence_7));
     the_claim_of_7_waited_out(&mut r);
@@ -637,27 +674,10 @@ fn a_claim_waiting_again_keeps_the_holders_request_in_flight_known() {
     // server claims the worker id.
     assert_eq!(renew_7_as_the_same_start(&mut fleet, fence, 101), "renewed");
     the_lease_of_7_ran_out(&mut r);
-    let token: i64 = fleet
-        .query_one(
-            "SELECT token FROM snowflake_registry.claim('sysid-x', 'host-x', 5432, '/x', 'boot-x', 'run-x',
-                     'a-secret-of-another-server-32ch!', 1, 7, 7, true, 5000,
-                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let token = claim_7_by(&mut fleet, &OTHER, None, None).token.unwrap();
     the_claim_of_7_waited_out(&mut r);
     the_registrys_server_changed(&mut r);
-    let waits: String = fleet
-        .query_one(
-            "SELECT outcome FROM snowflake_registry.confirm('sysid-x', 'host-x', 5432, '/x', 'boot-x', 'run-x',
-                     'a-secret-of-another-server-32ch!', 1, 7, $1, 5000,
-                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, 300)",
-            &[&token],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(waits, "wait");
+    assert_eq!(confirm_7_by(&mut fleet, &OTHER, token, 300).outcome, "wait");
     // The caution after the change has passed; the holder resumes and asks again.
     r.batch_execute("UPDATE snowflake_registry.config SET cautious_until = now() - interval '1 s'")
         .unwrap();
@@ -749,16 +769,7 @@ fn a_confirmation_whose_claim_was_overtaken_is_lost_and_not_taken_for_a_copy() {
     let mut r = registry.connect();
     let token = claimed_after_a_reboot(&mut fleet, &mut r);
     the_claim_of_7_waited_out(&mut r);
-    let other: String = fleet
-        .query_one(
-            "SELECT outcome FROM snowflake_registry.claim('sysid-x', 'host-x', 5432, '/x', 'boot-x', 'run-x',
-                     'a-secret-of-another-server-32ch!', 1, 7, 7, true, 5000,
-                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, NULL, NULL)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(other, "wait");
+    assert_eq!(claim_7_by(&mut fleet, &OTHER, None, None).outcome, "wait");
     let a = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
     assert_eq!(a.outcome, "lost", "{a:?}");
 }
