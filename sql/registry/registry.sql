@@ -518,6 +518,22 @@ BEGIN
 END
 $$;
 
+-- `granted`, of the lease r just granted (or granted again) to the caller of confirm.
+CREATE OR REPLACE FUNCTION snowflake_registry.granted(c snowflake_registry.config, r snowflake_registry.leases)
+RETURNS snowflake_registry.answer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  a snowflake_registry.answer := snowflake_registry.answer(c, 'granted');
+BEGIN
+  a.worker := r.worker;
+  a.fence := r.fence;
+  a.last_mark := r.last_mark;
+  a.min_start_ms := snowflake_registry.unix_ms(r.min_start_at);
+  RETURN a;
+END
+$$;
+
 -- Claims p_worker again for the caller of confirm (its pending key and description), under a
 -- new token, from now: `wait`, saying why.
 DROP FUNCTION IF EXISTS snowflake_registry.claim_again(snowflake_registry.config, integer, text, text, text);
@@ -605,12 +621,7 @@ BEGIN
            pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
      WHERE l.worker = p_worker
     RETURNING * INTO r;
-    a := snowflake_registry.answer(c, 'granted');
-    a.worker := r.worker;
-    a.fence := r.fence;
-    a.last_mark := r.last_mark;
-    a.min_start_ms := snowflake_registry.unix_ms(r.min_start_at);
-    RETURN a;
+    RETURN snowflake_registry.granted(c, r);
   END IF;
   IF FOUND AND r.pending_key = pending AND r.pending_token IS DISTINCT FROM p_token THEN
     -- This start's claim, under another token (the registry claimed it again for this server,
@@ -669,12 +680,7 @@ BEGIN
          pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
    WHERE l.worker = p_worker
   RETURNING * INTO r;
-  a := snowflake_registry.answer(c, 'granted');
-  a.worker := r.worker;
-  a.fence := r.fence;
-  a.last_mark := r.last_mark;
-  a.min_start_ms := snowflake_registry.unix_ms(r.min_start_at);
-  RETURN a;
+  RETURN snowflake_registry.granted(c, r);
 END
 $$;
 
