@@ -140,6 +140,26 @@ impl Registry<'_> {
         })
     }
 
+    /// Calls `function`, whose last parameter a registry took later than the others: a registry
+    /// whose registry.sql was not run again since (a fleet upgraded before its registry) has no
+    /// such function (42883), and is asked again without it.
+    fn call_newest_optional(
+        &mut self,
+        function: &str,
+        casts: &[&str],
+        mut params: Vec<Option<String>>,
+    ) -> Result<Answer, Failure> {
+        match self.call(function, casts, &params) {
+            Err(Failure::Error {
+                sqlstate: Some(s), ..
+            }) if s == "42883" => {
+                params.pop();
+                self.call(function, &casts[..casts.len() - 1], &params)
+            }
+            answer => answer,
+        }
+    }
+
     /// The registry's id, epoch and limits.
     pub fn identity(&mut self) -> Result<Answer, Failure> {
         self.call("identity", &[], &[])
@@ -213,17 +233,8 @@ impl Registry<'_> {
             "text", "text", "int4", "text", "text", "text", "text", "int4", "int4", "int8", "int4",
             "int8", "uuid", "int8", "int8",
         ];
-        match self.call("confirm", &casts, &params) {
-            // A registry whose registry.sql was not run again since confirm took the request:
-            // asked again without it (an answer lost there is answered `lost`, as before).
-            Err(Failure::Error {
-                sqlstate: Some(s), ..
-            }) if s == "42883" => {
-                params.pop();
-                self.call("confirm", &casts[..casts.len() - 1], &params)
-            }
-            answer => answer,
-        }
+        // Without the request, an answer lost there is answered `lost`, as before.
+        self.call_newest_optional("confirm", &casts, params)
     }
 
     /// Renews `me`'s lease of `worker` (last seen with `fence`) for `ttl_ms`, recording `cap`
@@ -263,18 +274,8 @@ impl Registry<'_> {
             "text", "text", "int4", "text", "text", "text", "int4", "int4", "int8", "int8", "int8",
             "int4", "int8", "uuid", "int8", "bool",
         ];
-        match self.call("renew", &casts, &params) {
-            // A registry whose registry.sql was not run again since renew took the flag (a
-            // fleet upgraded before its registry): asked again without it, it judges a
-            // recovered lease by the expiry its copy has, as it did before.
-            Err(Failure::Error {
-                sqlstate: Some(s), ..
-            }) if s == "42883" => {
-                params.pop();
-                self.call("renew", &casts[..casts.len() - 1], &params)
-            }
-            answer => answer,
-        }
+        // Without the flag, it judges a recovered lease by the expiry its copy has, as before.
+        self.call_newest_optional("renew", &casts, params)
     }
 
     /// Gives back `me`'s lease of `worker`, recording `end`: one past the last id it issued.
