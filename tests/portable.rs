@@ -4,7 +4,8 @@
 //! `kill -9`, a standby that refuses and is then promoted; and beside the native edition: the
 //! same decoding for random ids of every preset layout, and a live table moved from one edition
 //! to the other and back; objects planted in its schema refused at install, savepoints and a
-//! later `SET LOCAL synchronous_commit = off` across a `kill -9`, the owner's rewind after a
+//! later `SET LOCAL synchronous_commit = off` across a `kill -9`, an id that a lone `SELECT`
+//! minted from a rolled-back transaction's log-ahead across a `kill -9`, the owner's rewind after a
 //! forward clock jump, and the file run over its 0.3.0 install. (pg_upgrade: tests/upgrade.rs.)
 
 mod common;
@@ -893,6 +894,50 @@ fn an_id_committed_after_rollback_to_and_set_local_synchronous_commit_off_is_not
     assert_eq!(kept, last);
     let after = singles(&mut app, 200);
     assert!(after[0] > last, "{} issued again after {last}", after[0]);
+}
+
+#[test]
+fn an_id_that_a_select_alone_minted_and_committed_is_not_issued_again_after_a_crash() {
+    // synchronous_commit on (the default): the fast path arms the transaction inline. The id
+    // comes from the counter's log-ahead that a rolled-back transaction wrote (its WAL not
+    // flushed), so only the minting transaction's own commit can flush that record.
+    let mut cluster = Cluster::new(
+        "portable-select-crash",
+        &[
+            "shared_preload_libraries=",
+            "wal_writer_delay=10s",
+            "wal_writer_flush_after=1GB",
+        ],
+    );
+    cluster.use_faketime();
+    cluster.start();
+    portable_database(&cluster, "app");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("SELECT snowflake_set_worker_id(1)")
+        .unwrap();
+    let generation = "SELECT pg_sequence_last_value('ids.snowflake_portable_generation')";
+    // Until one id is taken with no move and no WAL record of its own: the 40 ids of the
+    // rolled-back transaction reach past at least one log-ahead record, and the next id comes
+    // within the deadline of the last move.
+    let minted = (0..1000)
+        .find_map(|_| {
+            app.batch_execute("BEGIN").unwrap();
+            singles(&mut app, 40);
+            app.batch_execute("ROLLBACK").unwrap();
+            let log_cnt: i64 = app.scalar("SELECT log_cnt FROM ids.snowflake_portable_counter");
+            let g: i64 = app.scalar(generation);
+            let id: i64 = app.scalar("SELECT snowflake_nextval()");
+            let unmoved = app.scalar::<i64>(generation) == g;
+            (log_cnt > 0 && unmoved).then_some(id)
+        })
+        .expect("an id taken from the log-ahead, with no move, in 1000 tries");
+    // Back an hour, so that no move to the clock can carry the counter past it after the crash.
+    cluster.set_clock_offset(-3600);
+    cluster.kill_postmaster();
+    cluster.start();
+    let mut app = connect_as(&cluster, "app", "app");
+    let after = singles(&mut app, 100);
+    assert!(after[0] > minted, "{} issued after {minted}", after[0]);
 }
 
 #[test]
