@@ -474,7 +474,7 @@ CREATE FUNCTION ladder.clock() RETURNS bigint LANGUAGE sql VOLATILE
 RETURN CASE WHEN GREATEST(pg_sequence_last_value('portable.snowflake_portable_generation'::regclass),
                           (date_part('epoch', clock_timestamp()) * 1000::float8)::int8 << 1,
                           ((nextval('portable.snowflake_portable_counter'::regclass) & 4190208) # 8192) << 38)
-                 = pg_sequence_last_value('portable.snowflake_portable_generation'::regclass)
+                 = abs(pg_sequence_last_value('portable.snowflake_portable_generation'::regclass))
             THEN currval('portable.snowflake_portable_counter'::regclass) ELSE portable._snowflake_slow() END;
 """
 PORTABLE_LADDER = [

@@ -60,8 +60,7 @@
 -- the generation before and after its nextval() (callers hold SELECT on it, not USAGE: nobody
 -- else can move it) and accepts only if both readings are the same stable value and the clock
 -- (2 * now in ms: even, never equal to a stable value) is below it:
---     GREATEST(before, 2 * now_ms, overflow) = after
--- (a marker is negative: below 2 * now_ms, so never equal to the GREATEST).
+--     GREATEST(before, 2 * now_ms, overflow) = abs(after)
 -- Arguments are evaluated left to right, and each reading is used once, as inlining requires. A
 -- value handed out inside a move's window is never accepted, so no accepted value is ever set
 -- back under; values thrown away are lost, never repeated. A move that dies half way leaves the
@@ -70,8 +69,7 @@
 -- Durability. The counter's WAL is flushed when a transaction that has an xid, wrote WAL and
 -- commits with synchronous_commit on (or remote_write, remote_apply) commits. The first id of a
 -- transaction arms it (snowflake_portable.armed, a transaction-local setting, tells that it
--- was): it gets an xid and writes a WAL record (a transactional pg_logical_emit_message, which
--- does both, or where PUBLIC may not run that, a setval of snowflake_portable_wal), and if
+-- was): it gets an xid, writes a WAL record (setval of snowflake_portable_wal), and if
 -- synchronous_commit is off or local, a row of snowflake_portable_commit queues a deferred
 -- constraint trigger that turns it on for that commit (and at PREPARE TRANSACTION); inside a
 -- subtransaction, where a ROLLBACK TO would take that row away with it, minting refuses then.
@@ -1123,14 +1121,13 @@ DECLARE
                             WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.proname = 'pg_logical_emit_message'
                               AND p.proargtypes[2] = 'text'::regtype);
     wal_record text := CASE WHEN emit_public
-        -- Transactional: it gives the transaction an xid (no pg_current_xact_id() to set up
-        -- in every statement's expression).
-        THEN $w$pg_catalog.pg_logical_emit_message(true, 'snowflake_portable', ''::pg_catalog.text)$w$
+        THEN $w$pg_catalog.pg_logical_emit_message(false, 'snowflake_portable', ''::pg_catalog.text)$w$
         ELSE format('pg_catalog.setval(%L::pg_catalog.regclass, 1)', s || '.snowflake_portable_wal') END;
     -- Arming inline: in a read-write transaction under synchronous_commit on (or remote_*).
     arm_inline text := CASE WHEN emit_public THEN format($w$
                       OR (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
                           AND pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.<>) ALL ('{off,local}'::pg_catalog.text[])
+                          AND pg_catalog.pg_current_xact_id() IS NOT NULL
                           AND %s IS NOT NULL
                           AND pg_catalog.set_config('snowflake_portable.armed', '1', true) IS NOT NULL)$w$, wal_record)
         ELSE '' END;
@@ -1415,7 +1412,7 @@ BEGIN
                               (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)::pg_catalog.int8
                                   OPERATOR(pg_catalog.<<) 1,
                               %4$s)
-                     OPERATOR(pg_catalog.=) pg_catalog.pg_sequence_last_value(%2$L::pg_catalog.regclass)
+                     OPERATOR(pg_catalog.=) pg_catalog.abs(pg_catalog.pg_sequence_last_value(%2$L::pg_catalog.regclass))
                 THEN %6$s
                 ELSE %1$s._snowflake_slow()
             END;
