@@ -5,8 +5,9 @@
 //! same decoding for random ids of every preset layout, and a live table moved from one edition
 //! to the other and back; objects planted in its schema refused at install, savepoints and a
 //! later `SET LOCAL synchronous_commit = off` across a `kill -9`, an id that a lone `SELECT`
-//! minted from a rolled-back transaction's log-ahead across a `kill -9`, the owner's rewind after a
-//! forward clock jump, and the file run over its 0.3.0 install. (pg_upgrade: tests/upgrade.rs.)
+//! minted from a rolled-back transaction's log-ahead across a `kill -9`, a move under way waited
+//! for under a clock before 1913, the owner's rewind after a forward clock jump, and the file
+//! run over its 0.3.0 install. (pg_upgrade: tests/upgrade.rs.)
 
 mod common;
 
@@ -1047,6 +1048,41 @@ fn ten_ids_a_minute_ahead_rewound(
 /// In Sonyflake's layout (time | sequence | worker) the sequence carries into the time without a
 /// move, so the fast path once handed out values inside a range a rewind reserved (the ids
 /// issued during the jump) when sessions minted at once as the counter reached it.
+#[test]
+fn a_move_under_way_is_waited_for_even_under_a_clock_before_1913() {
+    // Under such a clock 2 * now (in ms) is below a move's marker, the negative of the next
+    // stable generation: the marker must still never be taken for a stable value.
+    let (cluster, mut app) = faketime_portable("portable-clock-1909", "snowflake");
+    singles(&mut app, 10);
+    set_server_clock(&cluster, &mut app, -3_700_000_000);
+    // A move half way, as the owner makes one: the row lock, the marker, the move's own value.
+    let mut mover = connect_as(&cluster, "app", "app");
+    mover
+        .batch_execute(
+            "BEGIN; SELECT 1 FROM ids.snowflake_portable_mover FOR UPDATE;
+             SELECT setval('ids.snowflake_portable_generation',
+                           -(pg_sequence_last_value('ids.snowflake_portable_generation') + 2));
+             SELECT nextval('ids.snowflake_portable_counter')",
+        )
+        .unwrap();
+    let minter_pid: i32 = app.scalar("SELECT pg_backend_pid()");
+    let minting = std::thread::spawn(move || app.scalar::<i64>("SELECT snowflake_nextval()"));
+    let mut observer = cluster.connect();
+    wait_until(
+        "the minting session to wait for the move's lock, or to return",
+        PATIENCE,
+        || {
+            minting.is_finished()
+            || observer.scalar::<bool>(&format!(
+                "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = {minter_pid} AND wait_event_type = 'Lock')"
+            ))
+        },
+    );
+    assert!(!minting.is_finished(), "an id was issued during the move");
+    mover.batch_execute("COMMIT").unwrap();
+    minting.join().unwrap();
+}
+
 #[test]
 fn in_the_sonyflake_layout_sessions_minting_at_once_up_to_a_reserved_range_never_take_an_id_in_it()
 {

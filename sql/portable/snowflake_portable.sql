@@ -1289,7 +1289,9 @@ BEGIN
                 c := nextval('snowflake_portable_counter');
                 after := pg_sequence_last_value('snowflake_portable_generation');
                 now2 := (date_part('epoch', clock_timestamp()) * 1000)::bigint << 1;
-                IF before = after AND before > now2 AND _snowflake_in_unit(c, %2$s, %3$L) THEN
+                -- (before > 0: a marker never, even under a clock so far back that 2 * now is
+                -- below it, before about 1913.)
+                IF before = after AND before > 0 AND before > now2 AND _snowflake_in_unit(c, %2$s, %3$L) THEN
                     RETURN c;
                 END IF;
                 -- A move ended between the readings and its deadline holds: take another value
