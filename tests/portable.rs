@@ -1045,9 +1045,6 @@ fn ten_ids_a_minute_ahead_rewound(
     (during, reserved_from, reserved_to)
 }
 
-/// In Sonyflake's layout (time | sequence | worker) the sequence carries into the time without a
-/// move, so the fast path once handed out values inside a range a rewind reserved (the ids
-/// issued during the jump) when sessions minted at once as the counter reached it.
 #[test]
 fn a_move_under_way_is_waited_for_even_under_a_clock_before_1913() {
     // Under such a clock 2 * now (in ms) is below a move's marker, the negative of the next
@@ -1083,6 +1080,9 @@ fn a_move_under_way_is_waited_for_even_under_a_clock_before_1913() {
     minting.join().unwrap();
 }
 
+/// In Sonyflake's layout (time | sequence | worker) the sequence carries into the time without a
+/// move, so the fast path once handed out values inside a range a rewind reserved (the ids
+/// issued during the jump) when sessions minted at once as the counter reached it.
 #[test]
 fn in_the_sonyflake_layout_sessions_minting_at_once_up_to_a_reserved_range_never_take_an_id_in_it()
 {
