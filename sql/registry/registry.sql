@@ -493,23 +493,16 @@ BEGIN
     a := snowflake_registry.answer(c, 'granted');
     a.fence := r.fence;
   ELSE
-    UPDATE snowflake_registry.leases l
-       SET pending_key = me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'),
-           pending_holder = snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
-           pending_token = (pg_catalog.random() * 9e15)::bigint,
-           pending_since = pg_catalog.now(),
-           pending_wait_ms = GREATEST(COALESCE(l.ttl_ms, 0), c.lock_delay_ms)
-     WHERE l.worker = r.worker
-    RETURNING * INTO r;
-    a := snowflake_registry.answer(c, 'wait', CASE
+    -- (the row is still its holder's: its request stays)
+    a := snowflake_registry.claim_again(c, r.worker,
+           me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'),
+           snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory), CASE
            WHEN cautious THEN 'the registry''s server changed recently (a restore or a failover may have lost leases)'
            WHEN r.displaced_at IS NOT NULL THEN pg_catalog.format('two starts of this server''s identity held it (%s)', r.displaced_at)
            WHEN r.released_by = 'admin' THEN 'an administrator released it'
            WHEN r.released_by = 'superseded' THEN 'its holder was superseded'
            WHEN mine THEN 'an earlier start of this server on another machine run held it (a restart after a reboot, or a copy of this server)'
-           ELSE 'its lease ended without its holder giving it back' END);
-    a.token := r.pending_token;
-    a.wait_ms := r.pending_wait_ms;
+           ELSE 'its lease ended without its holder giving it back' END, false);
   END IF;
   a.worker := r.worker;
   a.last_mark := r.last_mark;
@@ -534,8 +527,8 @@ BEGIN
 END
 $$;
 
--- Claims p_worker again for the caller of confirm (its pending key and description), under a
--- new token, from now: `wait`, saying why.
+-- Claims p_worker for a claimer (its pending key and description), under a new token, from
+-- now: `wait`, saying why. claim() makes its claims to wait here, and confirm() its claims again.
 DROP FUNCTION IF EXISTS snowflake_registry.claim_again(snowflake_registry.config, integer, text, text, text);
 -- p_own_grant: the lease is the caller's own grant, whose request is forgotten; else the row is
 -- still its holder's, whose request stays (asked again, it is known as itself).
