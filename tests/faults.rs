@@ -631,14 +631,7 @@ fn prepared_with_marks_database(name: &str) -> (Cluster, i64) {
     // yet and backs off, connects at once.
     cluster.stop();
     cluster.start();
-    let mut c = cluster.connect();
-    c.batch_execute(
-        "CREATE EXTENSION snowflake_ext;
-         CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
-         INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
-    )
-    .unwrap();
-    let largest: i64 = c.scalar("SELECT max(id) FROM t");
+    let largest = twenty_thousand_ids_into_t(&mut cluster.connect());
     assert_eq!(status(&cluster), ("ready".into(), "marks".into()));
     (cluster, largest)
 }

@@ -631,15 +631,20 @@ pub fn minting_into_t(name: &str) -> (Cluster, i64) {
     let mut cluster = Cluster::new(name, &["snowflake.worker_id=4"]);
     cluster.use_faketime();
     cluster.start();
-    let mut c = cluster.connect();
+    let largest = twenty_thousand_ids_into_t(&mut cluster.connect());
+    (cluster, largest)
+}
+
+/// Creates the extension and a table `t` whose 20,000 rows are keyed by `snowflake_nextval()`;
+/// returns the largest id there.
+pub fn twenty_thousand_ids_into_t(c: &mut Client) -> i64 {
     c.batch_execute(
         "CREATE EXTENSION snowflake_ext;
          CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
          INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g;",
     )
     .unwrap();
-    let largest: i64 = c.scalar("SELECT max(id) FROM t");
-    (cluster, largest)
+    c.scalar("SELECT max(id) FROM t")
 }
 
 /// The ids `sql` returns in each of `sessions` sessions on `conninfo`, run at once (each waits
