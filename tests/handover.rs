@@ -107,6 +107,67 @@ fn a_registry_restored_from_an_older_copy_while_its_holder_mints_is_refused_and_
     assert_one_holder_at_a_time(&[("holder", &holding), ("waiter", &waiting)], SLACK);
 }
 
+/// The nemesis found this: a registry restored from an older copy, whose epoch other servers'
+/// calls moved past the one its holder last saw before the holder called it, so that the epoch
+/// did not tell that it went back in time. The holder's renewal brings a fence of its lease
+/// that the registry never gave (its renewals since the copy): the registry freezes, as when
+/// the epoch tells, and the holder, no copy of anything, holds its worker id again once the
+/// registry is recovered. (Taken for a copy of its own memory before, it stopped for good.)
+/// The other servers' calls are the owner's raise of the epoch, made while the holder's lease
+/// keeper is stopped.
+#[test]
+fn a_registry_restored_from_an_older_copy_is_told_by_its_holders_fence_when_its_epoch_cannot_tell()
+{
+    let mut registry = registry("handover-fence-registry");
+    // Leases of 20 s, renewed every 10: the keeper's stop is short beside them.
+    registry
+        .connect()
+        .batch_execute("SELECT snowflake_registry.set_limits(interval '20 s')")
+        .unwrap();
+    let holder = leasing_server(
+        "handover-fence-holder",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=20s"],
+    );
+    assert_eq!(leased(&holder), 7);
+    let mut all = mint(&holder, 100);
+    let mut copy = copy_of(&registry, "handover-fence-copy");
+    let mut r = registry.connect();
+    let copied: i64 = r.scalar("SELECT fence FROM snowflake_registry.leases WHERE worker = 7");
+    wait_until("a renewal after the copy", PATIENCE, || {
+        r.scalar::<i64>("SELECT fence FROM snowflake_registry.leases WHERE worker = 7") > copied
+    });
+    drop(r);
+    let keeper = keeper_pid(&holder);
+    signal(&keeper, "-STOP");
+    restore(&registry, &mut copy);
+    std::mem::swap(&mut registry, &mut copy);
+    let mut r = registry.connect();
+    r.batch_execute("UPDATE snowflake_registry.config SET epoch = epoch + 1000")
+        .unwrap();
+    signal(&keeper, "-CONT");
+    let mut c = holder.connect();
+    wait_until("the restored registry to freeze", PATIENCE, || {
+        let status = registry_status(&mut c);
+        assert!(
+            !status.starts_with("duplicate"),
+            "the holder took itself for a copy: {status}"
+        );
+        r.scalar::<bool>("SELECT frozen_at IS NOT NULL FROM snowflake_registry.config")
+    });
+    let why: String = r.scalar("SELECT frozen_reason FROM snowflake_registry.config");
+    assert!(
+        why.contains("went back in time: the holder of worker id 7 holds its fence"),
+        "{why}"
+    );
+    r.batch_execute("SELECT snowflake_registry.recover()")
+        .unwrap();
+    let held = wait_for_standing(&holder, "held");
+    assert_eq!(leased(&holder), 7, "{held}");
+    all.extend(mint(&holder, 100));
+    assert_no_duplicates(&all);
+}
+
 /// The boot (one start of the server) that the registry names as the holder of `worker`.
 fn holder_boot(registry: &Cluster, worker: i32) -> Option<String> {
     registry.connect().scalar(&format!(

@@ -730,6 +730,22 @@ BEGIN
   END IF;
   -- The same request again: its answer was lost (the holder gave up waiting for it).
   replay := r.fence = p_fence + 1 AND r.last_request = p_request;
+  IF holder = me AND p_registry = c.registry_id AND p_fence > r.fence AND r.recovered_at IS NULL
+     AND NOT r.elsewhere THEN
+    -- The holder (its secret says so) brings a fence of this lease that this registry never
+    -- gave: a lease's fence only grows here, and reaches a server only in an answer. The
+    -- registry went back in time (restored from an older copy, or failed over to a standby that
+    -- had not received everything) and its epoch did not tell: servers that called it since
+    -- moved it past the holder's. It freezes, as when the epoch tells; a copy of the holder's
+    -- memory would bring a fence at most the registry's.
+    UPDATE snowflake_registry.config
+       SET frozen_at = pg_catalog.now(), frozen_epoch = GREATEST(frozen_epoch, p_seen_epoch, c.epoch),
+           frozen_reason = pg_catalog.format('the registry went back in time: the holder of worker id %s holds its fence %s, and the registry has %s (restored from an older copy, or failed over to a standby that had not received everything); leases granted since that copy may be lost', p_worker, p_fence, r.fence)
+     RETURNING * INTO c;
+    a.outcome := 'behind';
+    a.reason := c.frozen_reason;
+    RETURN a;
+  END IF;
   IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
      AND ((r.recovered_at IS NOT NULL AND (p_ran_out OR (p_ran_out IS NULL AND r.expires_at < pg_catalog.now())))
           -- The registry's server changed recently (a restore, a failover): it may have gone
