@@ -682,6 +682,48 @@ fn of_two_leases_with_the_fence_a_claim_brings_it_takes_the_one_that_runs() {
     assert_eq!((again.as_str(), which), ("granted", Some(8)));
 }
 
+/// Renews worker id 7 as the start `boot-h` with `fence`, as a keeper does (naming the registry
+/// it leases from, with the epoch it saw), its lease not run out: the outcome.
+fn renew_7_naming_the_registry(
+    fleet: &mut postgres::Client,
+    fence: i64,
+    seen_epoch: i64,
+) -> String {
+    fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.renew('sysid-h', 'host-h', 5432, '/h', 'boot-h',
+                     'a-secret-of-the-holder-32-chars!', 1, 7, $1, 93, 0, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+                     (SELECT registry_id FROM snowflake_registry.identity()), $2, false)",
+            &[&fence, &seen_epoch],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// A registry recovered from a copy in which the holder had given worker id 7 back (it took
+/// it again since) is not frozen again by the holder's fence, above the copy's: recover()
+/// marks only the leases held, and a lease the copy has as given back is answered lost, to be
+/// claimed again. (Restore and loss written by hand.)
+#[test]
+fn a_holder_renewing_a_lease_the_recovered_copy_has_as_given_back_is_told_lost_and_the_registry_serves_on(
+) {
+    let registry = registry("handover-fence-released-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let fence = claim_7_as(&mut fleet, "boot-h", "run-h", None, Some(94))
+        .fence
+        .unwrap();
+    r.batch_execute(
+        "UPDATE snowflake_registry.leases SET fence = fence - 1, released_at = now(), released_by = 'holder'
+          WHERE worker = 7;
+         SELECT snowflake_registry.recover();",
+    )
+    .unwrap();
+    assert_eq!(renew_7_naming_the_registry(&mut fleet, fence, 0), "lost");
+    assert!(!r.scalar::<bool>("SELECT frozen_at IS NOT NULL FROM snowflake_registry.config"));
+}
+
 /// Renews the lease of worker id 7 through `fleet` as the start `boot-h` (the tests' identity
 /// and secret), with `fence` and `request`, saying its lease ran out: the outcome.
 fn renew_7_as_the_same_start(fleet: &mut postgres::Client, fence: i64, request: i64) -> String {

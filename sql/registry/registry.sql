@@ -731,13 +731,15 @@ BEGIN
   -- The same request again: its answer was lost (the holder gave up waiting for it).
   replay := r.fence = p_fence + 1 AND r.last_request = p_request;
   IF holder = me AND p_registry = c.registry_id AND p_fence > r.fence AND r.recovered_at IS NULL
-     AND NOT r.elsewhere THEN
+     AND r.released_at IS NULL AND NOT r.elsewhere THEN
     -- The holder (its secret says so) brings a fence of this lease that this registry never
     -- gave: a lease's fence only grows here, and reaches a server only in an answer. The
     -- registry went back in time (restored from an older copy, or failed over to a standby that
     -- had not received everything) and its epoch did not tell: servers that called it since
     -- moved it past the holder's. It freezes, as when the epoch tells; a copy of the holder's
-    -- memory would bring a fence at most the registry's.
+    -- memory would bring a fence at most the registry's. (A lease the copy has as given back is
+    -- not judged so: recover() marks only the leases held, and one given back is answered lost
+    -- and claimed again, after a recovery as before one.)
     UPDATE snowflake_registry.config
        SET frozen_at = pg_catalog.now(), frozen_epoch = GREATEST(frozen_epoch, p_seen_epoch, c.epoch),
            frozen_reason = pg_catalog.format('the registry went back in time: the holder of worker id %s holds its fence %s, and the registry has %s (restored from an older copy, or failed over to a standby that had not received everything); leases granted since that copy may be lost', p_worker, p_fence, r.fence)
