@@ -682,6 +682,32 @@ fn of_two_leases_with_the_fence_a_claim_brings_it_takes_the_one_that_runs() {
     assert_eq!((again.as_str(), which), ("granted", Some(8)));
 }
 
+/// A claim by the start that holds worker id 7, bringing a fence above the registry's (a
+/// restarted keeper, met by a registry that lost the renewal that gave it), is no copy's: a
+/// copy of the start's memory brings a fence at most the registry's. It waits out the
+/// lock-delay instead of being told that a copy runs (which stops the server for good); a
+/// fence below the registry's is still a copy's. (The registry's loss is written by hand.)
+#[test]
+fn a_claim_bringing_a_fence_above_the_registrys_waits_and_is_not_taken_for_a_copy() {
+    let registry = registry("handover-fence-above-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    let fence = claim_7_as(&mut fleet, "boot-h", "run-h", None, Some(90)).fence;
+    assert!(fence.is_some());
+    r.batch_execute("UPDATE snowflake_registry.leases SET fence = fence - 1 WHERE worker = 7")
+        .unwrap();
+    let above = claim_7_as(&mut fleet, "boot-h", "run-h", fence, Some(91));
+    assert_eq!(above.outcome, "wait", "{above:?}");
+    let below = claim_7_as(
+        &mut fleet,
+        "boot-h",
+        "run-h",
+        fence.map(|f| f - 2),
+        Some(92),
+    );
+    assert_eq!(below.outcome, "duplicate", "{below:?}");
+}
+
 /// Renews worker id 7 as the start `boot-h` with `fence`, as a keeper does (naming the registry
 /// it leases from, with the epoch it saw), its lease not run out: the outcome.
 fn renew_7_naming_the_registry(

@@ -467,10 +467,12 @@ BEGIN
           OR (proven AND r.boot = p_boot AND p_fence IS NULL)
           OR r.system_identifier IS NULL
           OR (r.released_by = 'holder' AND NOT r.elsewhere)));
-  IF proven AND r.boot = p_boot AND p_fence IS NOT NULL AND r.fence <> p_fence AND NOT COALESCE(replay, false)
+  IF proven AND r.boot = p_boot AND p_fence IS NOT NULL AND r.fence > p_fence AND NOT COALESCE(replay, false)
      AND r.released_at IS NULL AND NOT r.elsewhere THEN
     -- Another process with this very start's memory renewed it: a copy of this server's
-    -- memory (a resumed VM snapshot) runs beside it.
+    -- memory (a resumed VM snapshot) runs beside it. (A fence above the registry's is no
+    -- copy's, whose fence is at most the registry's: the registry lost the history that gave
+    -- it, or it is another lease's; the claim waits out the lock-delay.)
     a := snowflake_registry.answer(c, 'duplicate', pg_catalog.format('worker id %s was renewed by another process of this very start of the server (fence %s, this one holds %s): a copy of this server''s memory runs elsewhere', r.worker, r.fence, p_fence));
     a.worker := r.worker;
     RETURN a;
