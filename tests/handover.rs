@@ -750,6 +750,26 @@ fn a_holder_renewing_a_lease_the_recovered_copy_has_as_given_back_is_told_lost_a
     assert!(!r.scalar::<bool>("SELECT frozen_at IS NOT NULL FROM snowflake_registry.config"));
 }
 
+/// The fleet's role can freeze the registry with an epoch no server saw (its password is all
+/// it takes: a known limit), but not so that recover() cannot bring it back: an epoch near the
+/// end of bigint is not carried into the recovered one.
+#[test]
+fn a_registry_frozen_by_a_forged_epoch_near_the_end_of_bigint_is_recovered() {
+    let registry = registry("handover-forged-epoch-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let fence = claim_7_as(&mut fleet, "boot-h", "run-h", None, Some(95))
+        .fence
+        .unwrap();
+    assert_eq!(
+        renew_7_naming_the_registry(&mut fleet, fence, i64::MAX - 10),
+        "behind"
+    );
+    let mut r = registry.connect();
+    let said: String = r.scalar("SELECT snowflake_registry.recover()");
+    assert!(said.contains("serves again"), "{said}");
+    assert_eq!(renew_7_naming_the_registry(&mut fleet, fence, 0), "renewed");
+}
+
 /// Renews the lease of worker id 7 through `fleet` as the start `boot-h` (the tests' identity
 /// and secret), with `fence` and `request`, saying its lease ran out: the outcome.
 fn renew_7_as_the_same_start(fleet: &mut postgres::Client, fence: i64, request: i64) -> String {
