@@ -274,9 +274,9 @@ BEGIN
   IF p_registry = c.registry_id AND p_seen_epoch > c.epoch THEN
     UPDATE snowflake_registry.config
        SET frozen_at = pg_catalog.now(),
-           -- No server saw an epoch 2^40 calls ahead of this copy's: a larger one is forged (the
-           -- fleet's password), and recover() must stay within bigint above it.
-           frozen_epoch = GREATEST(frozen_epoch, LEAST(p_seen_epoch, c.epoch + 1099511627776)),
+           -- No server saw an epoch of 2^62 or more (a call a nanosecond for 146 years): one is
+           -- forged (the fleet's password), and recover() must stay within bigint above it.
+           frozen_epoch = GREATEST(frozen_epoch, LEAST(p_seen_epoch, 4611686018427387904)),
            frozen_reason = pg_catalog.format('the registry went back in time: a server had seen its epoch %s, and it is now at %s (restored from an older copy, or failed over to a standby that had not received everything); leases granted since that copy may be lost', p_seen_epoch, c.epoch)
      RETURNING * INTO c;
     refusal.outcome := 'behind';
@@ -746,8 +746,7 @@ BEGIN
     -- not judged so: recover() marks only the leases held, and one given back is answered lost
     -- and claimed again, after a recovery as before one.)
     UPDATE snowflake_registry.config
-       SET frozen_at = pg_catalog.now(), frozen_epoch = GREATEST(frozen_epoch, c.epoch,
-                                                                 LEAST(p_seen_epoch, c.epoch + 1099511627776)),
+       SET frozen_at = pg_catalog.now(), frozen_epoch = GREATEST(frozen_epoch, c.epoch),
            frozen_reason = pg_catalog.format('the registry went back in time: the holder of worker id %s holds its fence %s, and the registry has %s (restored from an older copy, or failed over to a standby that had not received everything); leases granted since that copy may be lost', p_worker, p_fence, r.fence)
      RETURNING * INTO c;
     a.outcome := 'behind';
