@@ -1103,6 +1103,10 @@ fn a_registry_changed_by_reload_to_one_without_the_old_leases_is_refused_after_t
     let status = wait_for_standing(&mover, "foreign");
     assert!(status.contains("neither imported"), "{status}");
     wait_for_standing(&stayer, "held");
+    let before = staying.got();
+    wait_until("the stayer to mint under its lease", PATIENCE, || {
+        staying.got() > before
+    });
     let e = error_of(&mut mover.connect(), "SELECT snowflake_nextval()");
     assert_eq!(e.code, "55000");
     assert!(e

@@ -967,6 +967,8 @@ pub fn wait_for_standing_of(c: &mut Client, standing: &str) -> String {
 /// moment its batch came back, and how many batches were refused (and the last refusal).
 pub struct Minter {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// How many ids it got so far, to wait on.
+    got: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     thread: Option<std::thread::JoinHandle<Minted>>,
 }
 
@@ -985,6 +987,8 @@ impl Minter {
     pub fn start(conninfo: String, batch: i32) -> Minter {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = stop.clone();
+        let got = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = got.clone();
         let thread = std::thread::spawn(move || {
             let mut out = Minted::default();
             let mut client: Option<Client> = None;
@@ -1002,6 +1006,7 @@ impl Minter {
                         let at = Instant::now();
                         out.ids
                             .extend(rows.iter().map(|r| (at, r.get::<_, i64>(0))));
+                        counted.store(out.ids.len(), std::sync::atomic::Ordering::Relaxed);
                     }
                     Err(e) => {
                         out.refused += 1;
@@ -1022,8 +1027,14 @@ impl Minter {
         });
         Minter {
             stop,
+            got,
             thread: Some(thread),
         }
+    }
+
+    /// How many ids it has got so far.
+    pub fn got(&self) -> usize {
+        self.got.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Stops minting and returns what it got.
