@@ -543,6 +543,8 @@ fn inserting(
                                 "terminating connection due to administrator command",
                                 "the database system is shutting down",
                                 "the database system is starting up",
+                                // Citus, when the restarted node's connection fails mid-statement
+                                "failure on connection marked as essential",
                             ]
                             .iter()
                             .any(|m| message.contains(m));
