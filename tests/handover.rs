@@ -1107,12 +1107,24 @@ fn a_registry_changed_by_reload_to_one_without_the_old_leases_is_refused_after_t
     wait_until("the stayer to mint under its lease", PATIENCE, || {
         staying.got() > before
     });
-    let e = error_of(&mut mover.connect(), "SELECT snowflake_nextval()");
-    assert_eq!(e.code, "55000");
-    assert!(e
-        .hint
-        .unwrap_or_default()
-        .contains("snowflake_registry.accept"));
+    // The mover's keeper keeps asking the new registry; every id asked for meanwhile is
+    // refused with the way out, not only the first.
+    let mut client = mover.connect();
+    let until = staying.got() + 200;
+    let mut refused = 0;
+    wait_until("40 refusals while the stayer mints", PATIENCE, || {
+        refused += 1;
+        let e = error_of(&mut client, "SELECT snowflake_nextval()");
+        assert_eq!(e.code, "55000", "{e:?}");
+        assert!(
+            e.hint
+                .as_deref()
+                .unwrap_or_default()
+                .contains("snowflake_registry.accept"),
+            "{e:?}"
+        );
+        refused >= 40 && staying.got() >= until
+    });
     let moved = moving.finish();
     let stayed = staying.finish();
     assert!(

@@ -12,7 +12,12 @@ impl Keeper {
     }
 
     pub(super) fn claim(&mut self) {
-        self.set_status(Standing::Claiming, "");
+        // A retry leaves the last refusal shown until the registry answers again: an id asked
+        // for meanwhile is refused for the registry's reason and with its way out, not as
+        // "no worker id is leased yet".
+        if self.failures == 0 {
+            self.set_status(Standing::Claiming, "");
+        }
         self.me.timeline = timeline();
         let me = self.me.clone();
         let (range, pinned) = match settings::pinned() {
