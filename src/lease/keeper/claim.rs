@@ -14,8 +14,10 @@ impl Keeper {
     pub(super) fn claim(&mut self) {
         // A retry leaves the last refusal shown until the registry answers again: an id asked
         // for meanwhile is refused for the registry's reason and with its way out, not as
-        // "no worker id is leased yet".
-        if self.failures == 0 {
+        // "no worker id is leased yet". (A lease given back, or one whose renewals were failing,
+        // no longer stands as held.)
+        let shown = self.shared.control().lease.standing;
+        if self.failures == 0 || matches!(shown, Standing::Held | Standing::NotUsed) {
             self.set_status(Standing::Claiming, "");
         }
         self.me.timeline = timeline();
