@@ -14,10 +14,16 @@ impl Keeper {
     pub(super) fn claim(&mut self) {
         // A retry leaves the last refusal shown until the registry answers again: an id asked
         // for meanwhile is refused for the registry's reason and with its way out, not as
-        // "no worker id is leased yet". (A lease given back, or one whose renewals were failing,
-        // no longer stands as held.)
+        // "no worker id is leased yet". Only a refusal is kept: a lease given back, one whose
+        // renewals were failing, or a worker id waited on and then left out by a reload no
+        // longer stands as held or waited on.
         let shown = self.shared.control().lease.standing;
-        if self.failures == 0 || matches!(shown, Standing::Held | Standing::NotUsed) {
+        if self.failures == 0
+            || matches!(
+                shown,
+                Standing::Held | Standing::Waiting | Standing::NotUsed
+            )
+        {
             self.set_status(Standing::Claiming, "");
         }
         self.me.timeline = timeline();
