@@ -119,6 +119,10 @@ struct Keeper {
     max_skew_ms: u64,
     /// The TTL setting last applied, to renew at once when it changes.
     ttl_setting: i32,
+    /// The worker ids last allowed (`snowflake.worker_range`, `snowflake.worker_id`): when
+    /// they change, the next claim is at once and shows `claiming`, not a refusal worded for
+    /// the old ones.
+    workers_setting: (WorkerRange, Option<u32>),
     ttl_clamped_warned: bool,
     /// Attempts that failed in a row, and when to try again.
     failures: u32,
@@ -140,6 +144,7 @@ impl Keeper {
             lock_delay_ms: 0,
             max_skew_ms: 1000,
             ttl_setting: settings::LEASE_TTL_MS.get(),
+            workers_setting: (settings::worker_range(), settings::pinned()),
             ttl_clamped_warned: false,
             failures: 0,
             next_attempt: 0,
@@ -285,6 +290,12 @@ impl Keeper {
         }
         if !self.connected_with.is_empty() && self.connected_with != settings::registry() {
             self.switching = true;
+            self.failures = 0;
+            self.next_attempt = 0;
+        }
+        let workers = (settings::worker_range(), settings::pinned());
+        if workers != self.workers_setting {
+            self.workers_setting = workers;
             self.failures = 0;
             self.next_attempt = 0;
         }
