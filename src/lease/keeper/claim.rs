@@ -28,10 +28,7 @@ impl Keeper {
         }
         self.me.timeline = timeline();
         let me = self.me.clone();
-        let (range, pinned) = match settings::pinned() {
-            Some(w) => (WorkerRange { first: w, last: w }, true),
-            None => (settings::worker_range(), false),
-        };
+        let (range, pinned) = claimable();
         // Connected first: a new connection learns the registry's limits, which the lease
         // asked for must fit.
         if let Err(e) = self.registry(Instant::now() + CONNECT) {

@@ -119,16 +119,25 @@ struct Keeper {
     max_skew_ms: u64,
     /// The TTL setting last applied, to renew at once when it changes.
     ttl_setting: i32,
-    /// The worker ids last allowed (`snowflake.worker_range`, `snowflake.worker_id`): when
-    /// they change, the next claim is at once and shows `claiming`, not a refusal worded for
-    /// the old ones.
-    workers_setting: (WorkerRange, Option<u32>),
+    /// The worker ids last allowed (`claimable()`): when they change, the next claim is at
+    /// once and shows `claiming`, not a refusal worded for the old ones.
+    workers_setting: (WorkerRange, bool),
     ttl_clamped_warned: bool,
     /// Attempts that failed in a row, and when to try again.
     failures: u32,
     next_attempt: u64,
     /// What the last failure said: a new reason is logged at once.
     last_failure: String,
+}
+
+/// The worker ids this server may claim, and whether that is one set by hand: the worker id
+/// of `snowflake.worker_id` when set (`snowflake.worker_range` does not apply then), else
+/// `snowflake.worker_range`.
+fn claimable() -> (WorkerRange, bool) {
+    match settings::pinned() {
+        Some(w) => (WorkerRange { first: w, last: w }, true),
+        None => (settings::worker_range(), false),
+    }
 }
 
 impl Keeper {
@@ -144,7 +153,7 @@ impl Keeper {
             lock_delay_ms: 0,
             max_skew_ms: 1000,
             ttl_setting: settings::LEASE_TTL_MS.get(),
-            workers_setting: (settings::worker_range(), settings::pinned()),
+            workers_setting: claimable(),
             ttl_clamped_warned: false,
             failures: 0,
             next_attempt: 0,
@@ -266,10 +275,7 @@ impl Keeper {
         if !settings::leasing() {
             return;
         }
-        let wanted = |worker: u32| match settings::pinned() {
-            Some(pinned) => pinned == worker,
-            None => settings::worker_range().contains(worker),
-        };
+        let wanted = |worker: u32| claimable().0.contains(worker);
         match self.phase {
             Phase::Holding(held) if !wanted(held.worker) => {
                 errors::log(
@@ -293,7 +299,7 @@ impl Keeper {
             self.failures = 0;
             self.next_attempt = 0;
         }
-        let workers = (settings::worker_range(), settings::pinned());
+        let workers = claimable();
         if workers != self.workers_setting {
             self.workers_setting = workers;
             self.failures = 0;
