@@ -58,7 +58,7 @@ PORTABLE = "portable edition: snowflake_nextval()"
 PORTABLE_SQL = ("CREATE SCHEMA portable; SET search_path = portable;\n"
                 + (ROOT / "sql" / "portable" / "snowflake_portable.sql").read_text()
                 + "\nRESET search_path; SELECT portable.snowflake_set_worker_id(2);")
-# The floor is a symbol of our library that the extension's SQL does not declare (src/bench_floor.rs).
+# The floor is a symbol of our library that the extension's SQL does not declare (src/mint/bench_floor.rs).
 FLOOR_SQL = ("CREATE FUNCTION snowflake_bench_floor(integer) RETURNS bigint VOLATILE PARALLEL SAFE "
              "LANGUAGE c AS 'snowflake_ext', 'snowflake_bench_floor_wrapper';")
 
@@ -671,7 +671,7 @@ def m1_table(m1_rate, m1_ms, n):
                      f"| {'' if 'empty' in name or name == FLOOR else fmt(above_floor_ns(m1_ms, name, n))} |")
     return lines + ["", f"The batch row reserves 10,000 ids per call. The floor is a function of this library that takes "
                         "the same argument as `snowflake_nextval(1)`, reads the same clock and returns a bigint, and does "
-                        "nothing else (src/bench_floor.rs). Above the floor: the median over rounds of the difference between "
+                        "nothing else (src/mint/bench_floor.rs). Above the floor: the median over rounds of the difference between "
                         "the two runs of a round.", ""]
 
 
