@@ -44,7 +44,8 @@ FULL = ["15", "18"]
 PARTIAL = ["14", "16", "17"]
 # The integration tests (tests/*.rs), by where they run.
 EVERY_MAJOR = ["generation", "durability", "interop", "portable"]
-FULL_ONLY = ["errors", "adopt", "privilege", "trust", "leases", "failover", "faults", "ha", "multinode"]
+FULL_ONLY = ["errors", "adopt", "privilege", "trust", "leases", "failover", "faults", "ha", "multinode",
+             "operators_day"]
 # Citus 14 supports 16 to 18.
 CITUS_MAJORS = ["16", "17", "18"]
 # The nemesis and the lease handovers step the clocks of background workers: before 16 the

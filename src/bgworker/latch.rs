@@ -1,8 +1,11 @@
 //! The one way a process of this extension waits on its latch: [`wait_once`], always with
 //! `WL_EXIT_ON_PM_DEATH`, optionally bounded and optionally on a socket too (the lease keeper's
 //! connection to the registry); and, for the workers, [`wait`], which waits until a deadline
-//! and either until the latch is set or, after a failure, whatever sets it. Callers check for
-//! interrupts and their own conditions after each wait.
+//! and either until the latch is set or, after a failure, whatever sets it. Every wake absorbs
+//! what PostgreSQL asks of every process whatever it waits for ([`absorb_requests`]): a
+//! ProcSignalBarrier (`DROP DATABASE`, `ALTER DATABASE … SET TABLESPACE`, `CREATE DATABASE …
+//! STRATEGY wal_log` wait until every process has absorbed theirs) and a request to log the
+//! memory contexts. Callers check for their own interrupts and conditions after each wait.
 
 use super::signals;
 use pgrx::pg_sys;
@@ -72,6 +75,34 @@ pub fn wait_once(timeout_ms: Option<i64>, socket: Option<(pg_sys::pgsocket, u32)
         if woke & pg_sys::WL_LATCH_SET as i32 != 0 {
             pg_sys::ResetLatch(pg_sys::MyLatch);
         }
+        absorb_requests();
         woke
+    }
+}
+
+/// Does what PostgreSQL's own auxiliary processes do on every wake (`HandleMainLoopInterrupts`):
+/// absorbs a pending ProcSignalBarrier and logs the memory contexts if asked. The signal that
+/// asks for either only sets a flag and the latch; a process that woke and went back to sleep
+/// without looking held up every barrier's sender: `DROP DATABASE` waited, the log repeating
+/// "still waiting for backend … to accept ProcSignalBarrier", until the worker happened to
+/// enter a transaction (for the mark writer, until some backend minted). Skipped where
+/// `CHECK_FOR_INTERRUPTS` would skip it too (interrupts held off, a critical section): no
+/// caller waits there, and the next wake absorbs it.
+pub fn absorb_requests() {
+    // SAFETY: reads of flags that signal handlers set (volatile, as PostgreSQL reads them) and
+    // the two functions PostgreSQL itself calls at this point of a main loop, outside any
+    // critical section and with interrupts not held off.
+    unsafe {
+        if std::ptr::read_volatile(&raw const pg_sys::InterruptHoldoffCount) != 0
+            || std::ptr::read_volatile(&raw const pg_sys::CritSectionCount) != 0
+        {
+            return;
+        }
+        if std::ptr::read_volatile(&raw const pg_sys::ProcSignalBarrierPending) != 0 {
+            pg_sys::ProcessProcSignalBarrier();
+        }
+        if std::ptr::read_volatile(&raw const pg_sys::LogMemoryContextPending) != 0 {
+            pg_sys::ProcessLogMemoryContextInterrupt();
+        }
     }
 }

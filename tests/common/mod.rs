@@ -344,7 +344,23 @@ impl Cluster {
     }
 
     pub fn stop(&self) {
-        run(&["stop", self.dir.to_str().unwrap(), "fast"], &self.env());
+        self.stop_mode("fast");
+    }
+
+    /// Stops the server with pg_ctl's shutdown `mode` (smart, fast or immediate), waiting for
+    /// it up to 60 s.
+    pub fn stop_mode(&self, mode: &str) {
+        run(&["stop", self.dir.to_str().unwrap(), mode], &self.env());
+    }
+
+    /// Begins a shutdown in `mode` without waiting for it: the running `pg_ctl stop`, which
+    /// exits once the server is down (or after 60 s, failing).
+    pub fn begin_stop(&self, mode: &str) -> std::process::Child {
+        Command::new(script())
+            .args(["stop", self.dir.to_str().unwrap(), mode])
+            .envs(self.env())
+            .spawn()
+            .expect("run scripts/pg-cluster stop")
     }
 
     /// `kill -9` of the postmaster: a crash.
