@@ -2,7 +2,8 @@
 # Installs what building, testing, packaging and benchmarking snowflake_ext need on Debian 12,
 # as root: Debian packages, cargo-pgrx 0.18.1, every supported PostgreSQL major
 # (scripts/pg-major), pglogical for the majors the whole test suite runs on, Citus for 16-18,
-# pg_tle for every major, and the client libraries of the client tests (tests/clients/).
+# pg_tle for every major, pgEdge's snowflake for 15 and 18 (the pgEdge recipe's test), and the
+# client libraries of the client tests (tests/clients/).
 # Idempotent and quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,6 +75,28 @@ for major in $(scripts/pg-major list); do
   elif [ "$status" != 0 ]; then
     exit "$status"
   fi
+done
+# pgEdge's snowflake (PostgreSQL licence) for the tested migration recipe of docs/migrating.md
+# (tests/snippets.rs, on the majors the whole suite runs on), built with PGXS in a scratch copy
+# of its source beside the project, as bench/run builds it; installed only when missing or
+# another version (bench/run calls this script beside running tests: nothing they load changes).
+pgedge_src=${PGEDGE_SRC:-../shared/peers/pgedge-snowflake}
+for major in 15 18; do
+  pg_config=$(scripts/pg-major pg-config "$major")
+  if [ ! -f "$pgedge_src/Makefile" ]; then
+    echo "install-deps: no pgEdge source at $pgedge_src: the pgEdge recipe's test (tests/snippets.rs) will fail" >&2
+    break
+  fi
+  if cmp -s "$pgedge_src/snowflake.control" "$("$pg_config" --sharedir)/extension/snowflake.control" &&
+     [ -f "$("$pg_config" --pkglibdir)/snowflake.so" ]; then
+    continue
+  fi
+  echo "==> pgEdge's snowflake for PostgreSQL $major"
+  build=$(mktemp -d)
+  cp -r "$pgedge_src"/. "$build"
+  make -s -C "$build" USE_PGXS=1 PG_CONFIG="$pg_config" install >"$build/make.log" 2>&1 ||
+    { tail -20 "$build/make.log" >&2; exit 1; }
+  rm -rf "$build"
 done
 # For the pg_upgrade test from 15 to 18 (see scripts/pg-major).
 scripts/pg-major install 15.19
