@@ -159,3 +159,56 @@ test("a snowflake column through row_to_json arrives exact (native edition)", as
   assert.equal(docs.length, 200);
   assert.deepEqual(docs.map((o) => BigInt(o.id)), exact.map((r) => BigInt(r.id)));
 });
+
+test("snowflake[] arrives as an array of exact ids once it has int8[]'s parser", async () => {
+  // The ids of the table's rows, as SQL writes them: the values the arrays are checked against.
+  const { rows: exact } = await client.query("SELECT id::text AS id FROM orders ORDER BY id");
+  assert.ok(exact.length > 1);
+  const sql =
+    "SELECT array_agg(id ORDER BY id) AS ids, (array_agg(id ORDER BY id DESC))[1] AS last FROM orders";
+  if (edition === "portable") {
+    // No snowflake type: the key is a bigint, and int8[] is node-postgres's array of strings,
+    // which the parsers below give snowflake[] in the native edition.
+    const { rows: [{ ids }] } = await client.query(sql);
+    assert.deepEqual(ids, exact.map((r) => r.id));
+    return;
+  }
+  // Without a parser, node-postgres hands over the array's text: one string, "{...}".
+  const { rows: [before] } = await client.query(sql);
+  assert.equal(typeof before.ids, "string");
+  assert.match(before.ids, /^\{\d+(,\d+)*\}$/);
+
+  // README: From your application (node, native edition)
+  // snowflake and snowflake[] parsed as int8 and int8[] are (strings: exact). The oids are the
+  // database's: look them up once it has the extension.
+  const { rows: [t] } = await client.query(
+    "SELECT 'snowflake'::regtype::oid AS oid, 'snowflake[]'::regtype::oid AS array_oid");
+  pg.types.setTypeParser(t.oid, pg.types.getTypeParser(20));
+  pg.types.setTypeParser(t.array_oid, pg.types.getTypeParser(1016));
+  const { rows: [{ ids }] } = await client.query(
+    "SELECT array_agg(id ORDER BY id) AS ids FROM orders");
+  const numbers = ids.map(BigInt);
+
+  assert.ok(Array.isArray(ids));
+  assert.deepEqual(ids, exact.map((r) => r.id));
+  assert.deepEqual(numbers, exact.map((r) => BigInt(r.id)));
+  assert.ok(numbers.every((n) => n > TWO_TO_53));
+  // The type itself (an element of the array), as before: a string, exact.
+  const { rows: [{ last }] } = await client.query(sql);
+  assert.equal(typeof last, "string");
+  assert.equal(last, exact.at(-1).id);
+  // NULLs inside an array, and an array of arrays.
+  const { rows: [{ a }] } = await client.query(
+    "SELECT ARRAY[[$1::snowflake, NULL], [NULL, $1::snowflake]] AS a", [exact[0].id]);
+  assert.deepEqual(a, [[exact[0].id, null], [null, exact[0].id]]);
+  // A new client of the same process parses them too: pg.types is every client's and pool's.
+  const other = new pg.Client({ connectionString: dsn });
+  await other.connect();
+  try {
+    const { rows: [{ ids: again }] } = await other.query(
+      "SELECT array_agg(id ORDER BY id) AS ids FROM node_client.orders");
+    assert.deepEqual(again, ids);
+  } finally {
+    await other.end();
+  }
+});

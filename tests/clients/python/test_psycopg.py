@@ -4,7 +4,7 @@ with RETURNING, and a COPY of a million rows that leaves the key out."""
 import psycopg
 import pytest
 from psycopg.types import TypeInfo
-from psycopg.types.numeric import IntLoader
+from psycopg.types.numeric import Int8BinaryLoader, IntLoader
 
 from conftest import DSN, EDITION, WORKER, fresh_schema, worker_of
 
@@ -82,19 +82,60 @@ def test_copy_a_million_rows(conn, events):
 
 
 def test_snowflake_type_reads_as_int_with_a_loader(conn):
-    """The native edition's snowflake type is not int8 to psycopg: its values arrive as str until
-    the type's oid is given int8's loader."""
+    """The native edition's snowflake type is not int8 to psycopg: its values arrive as str in
+    text results and as bytes in binary ones, and snowflake[] as one str, until the type's oid is
+    given int8's loaders and its array type registered. Checked against the ids as SQL writes
+    them (text), in both formats."""
+    rows = 50
     if EDITION == "portable":
-        # Not a skip: the portable edition has no such type, and that is what is checked.
+        # Not a skip: the portable edition has no such type, and that is what is checked. Its
+        # keys are bigint, which psycopg loads as int, alone and in arrays, in both formats.
         assert conn.execute("SELECT to_regtype('snowflake')").fetchone()[0] is None
+        for binary in (False, True):
+            ids, exact = conn.execute(
+                "SELECT array_agg(id ORDER BY id), array_agg(id::text ORDER BY id)"
+                " FROM (SELECT snowflake_nextval() AS id FROM generate_series(1, %s)) s",
+                (rows,),
+                binary=binary,
+            ).fetchone()
+            assert ids == [int(x) for x in exact] and all(type(i) is int for i in ids)
         return
-    # A connection of its own, so that the loader stays out of the other tests.
+    # A connection of its own, so that the loaders stay out of the other tests.
     with psycopg.connect(DSN) as conn:
-        assert isinstance(conn.execute("SELECT snowflake_nextval()::snowflake").fetchone()[0], str)
+        conn.execute(
+            "CREATE TEMPORARY TABLE orders (id snowflake PRIMARY KEY DEFAULT snowflake_nextval())"
+        )
+        conn.execute("INSERT INTO orders SELECT FROM generate_series(1, %s)", (rows,))
+        exact = [int(x) for (x,) in conn.execute("SELECT id::text FROM orders ORDER BY id")]
+        assert len(exact) == rows and {worker_of(i) for i in exact} == {WORKER}
+        one = "SELECT id FROM orders ORDER BY id LIMIT 1"
+        array = "SELECT array_agg(id ORDER BY id) FROM orders"
+
+        # Without the loaders: text, bytes, and the array's text.
+        assert conn.execute(one).fetchone()[0] == str(exact[0])
+        assert conn.execute(one, binary=True).fetchone()[0] == exact[0].to_bytes(8, "big")
+        assert conn.execute(array).fetchone()[0] == "{" + ",".join(map(str, exact)) + "}"
+
         # README: From your application (psycopg, native edition)
         info = TypeInfo.fetch(conn, "snowflake")
-        conn.adapters.register_loader(info.oid, IntLoader)
+        conn.adapters.register_loader(info.oid, IntLoader)  # text results
+        conn.adapters.register_loader(info.oid, Int8BinaryLoader)  # binary results
+        info.register(conn)  # snowflake[]: a list of ints, through the loaders above
 
-        id_, text = conn.execute("SELECT x, x::text FROM (SELECT snowflake_nextval()::snowflake AS x) s").fetchone()
-        assert type(id_) is int and id_ == int(text)
-        assert worker_of(id_) == WORKER
+        for binary in (False, True):
+            (first,) = conn.execute(one, binary=binary).fetchone()
+            assert type(first) is int and first == exact[0]
+            # snowflake[]: a list of ints, in either format.
+            (ids,) = conn.execute(array, binary=binary).fetchone()
+            assert ids == exact and all(type(i) is int for i in ids)
+            # In a binary cursor, the way an application asks for binary results.
+            with conn.cursor(binary=True) as cur:
+                cur.execute("SELECT id FROM orders ORDER BY id")
+                assert [i for (i,) in cur] == exact
+            # NULLs inside, and an array of arrays.
+            (nested,) = conn.execute(
+                "SELECT ARRAY[[%s::snowflake, NULL], [NULL, %s::snowflake]]",
+                (exact[0], exact[-1]),
+                binary=binary,
+            ).fetchone()
+            assert nested == [[exact[0], None], [None, exact[-1]]]
