@@ -185,6 +185,41 @@ fn adopting_without_a_worker_id_is_refused_until_one_is_set() {
     assert!(msg.contains("snowflake_nextval()"), "{msg}");
 }
 
+/// A table owner who may not mint with an explicit worker id cannot adopt with one: the
+/// default would fail every insert. Without a worker id, or once granted, it works.
+#[test]
+fn adopting_with_a_worker_id_the_owner_may_not_use_is_refused() {
+    let cluster = started("adopt-ungranted", &["snowflake.worker_id=6"]);
+    app_database(&cluster, "shop");
+    let mut admin = cluster.connect_to("shop");
+    admin
+        .batch_execute("CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    let mut app = connect_as(&cluster, "shop", "app");
+    app.batch_execute("CREATE TABLE public.app_own (id bigserial PRIMARY KEY, v int)")
+        .unwrap();
+    let e = error_of(
+        &mut app,
+        "SELECT snowflake_adopt('public.app_own', 'id', 7)",
+    );
+    assert_eq!(e.code, "42501", "{e:?}");
+    assert!(e.message.contains("snowflake_nextval(7)"), "{e:?}");
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("GRANT EXECUTE"),
+        "{e:?}"
+    );
+    // Nothing changed: inserts still take the sequence.
+    let id: i64 = app.scalar("INSERT INTO public.app_own (v) VALUES (1) RETURNING id");
+    assert_eq!(id, 1);
+
+    admin
+        .batch_execute("GRANT EXECUTE ON FUNCTION snowflake_nextval(integer) TO app")
+        .unwrap();
+    app.scalar::<String>("SELECT snowflake_adopt('public.app_own', 'id', 7)");
+    let id: i64 = app.scalar("INSERT INTO public.app_own (v) VALUES (2) RETURNING id");
+    assert_eq!(worker_of(id), 7);
+}
+
 /// Which columns hold snowflake ids is found, never guessed: `snowflake_restore_mark(tables)`,
 /// `snowflake_guard` and `snowflake_adopt` take a `snowflake`-typed key like a `bigint` one,
 /// look past a bigserial beside it, and refuse a column whose default makes ids that its type

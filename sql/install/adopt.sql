@@ -92,6 +92,20 @@ BEGIN
     IF worker IS NOT NULL THEN
         -- Raises 22003, naming the range of the server's layout, for a worker outside it.
         PERFORM @extschema@.snowflake_compose(pg_catalog.now(), worker, 0);
+        -- Minting with an explicit worker id is for the roles an administrator grants it to
+        -- (src/tables/privileges.rs): a default that neither the table's owner nor the caller
+        -- may run would fail every insert, with PostgreSQL's bare "permission denied".
+        IF NOT pg_catalog.has_function_privilege(rel.relowner, '@extschema@.snowflake_nextval(integer)', 'EXECUTE')
+           OR NOT pg_catalog.has_function_privilege('@extschema@.snowflake_nextval(integer)', 'EXECUTE') THEN
+            RAISE EXCEPTION 'a DEFAULT snowflake_nextval(%) would fail on every insert into %: minting with an explicit worker id is not granted to %',
+                            worker, rel.name,
+                            CASE WHEN pg_catalog.has_function_privilege('@extschema@.snowflake_nextval(integer)', 'EXECUTE')
+                                 THEN pg_catalog.pg_get_userbyid(rel.relowner)::pg_catalog.text ELSE current_user::pg_catalog.text END
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = 'snowflake_nextval(integer) (and snowflake_nextval_batch(integer, integer)) run only for the roles an administrator grants them to; ordinary roles mint with the server''s worker id.',
+                      HINT = pg_catalog.format('Adopt without a worker id to mint with the server''s (snowflake_adopt(%L, %L)), or have a superuser run GRANT EXECUTE ON FUNCTION %s TO %I; and to every role that inserts.',
+                                               rel.name, col, '@extschema@.snowflake_nextval(integer)', pg_catalog.pg_get_userbyid(rel.relowner));
+        END IF;
     ELSIF (SELECT w.is_set FROM @extschema@.snowflake_worker_id() w) IS NOT TRUE THEN
         RAISE EXCEPTION 'snowflake.worker_id is not set, so a DEFAULT snowflake_nextval() would fail on every insert'
             USING ERRCODE = 'object_not_in_prerequisite_state',
