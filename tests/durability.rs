@@ -377,3 +377,38 @@ fn a_dump_restored_into_a_new_database_keeps_issuing_new_ids() {
     );
     assert_eq!(default, "snowflake_nextval(3)");
 }
+
+/// `snowflake_restore_mark(above)` gives all 1,024 workers the same floor: the statistics show
+/// the workers that minted or hold a mark of their own, not a row per worker id; and after a
+/// restart every worker still starts above the floor.
+#[test]
+fn a_restore_of_every_worker_adds_no_rows_to_the_statistics() {
+    let cluster = started("restore-stats", &["snowflake.worker_id=3"]);
+    let mut c = cluster.connect();
+    let before: i64 = c.scalar("SELECT snowflake_nextval()");
+    let above = before + (1_i64 << 32);
+    let floor: i64 = c.scalar(&format!("SELECT snowflake_restore_mark({above})"));
+    assert!(floor > above);
+    let workers: Vec<i32> = c
+        .query("SELECT worker FROM snowflake_stats ORDER BY worker", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(workers, vec![3]);
+    cluster.stop();
+    cluster.start();
+    let mut c = cluster.connect();
+    // At most the configured worker, whose mark the writer moves on at start; not the floor.
+    let shown: Vec<i32> = c
+        .query("SELECT worker FROM snowflake_stats", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(shown.iter().all(|&w| w == 3), "{shown:?}");
+    let after: i64 = c.scalar("SELECT snowflake_nextval()");
+    assert!(after > above);
+    let other: i64 = c.scalar("SELECT snowflake_nextval(700)");
+    assert!(other > above, "worker 700 too starts above the floor");
+}

@@ -22,21 +22,38 @@ pub struct Figures {
     pub foreign_rows: i64,
 }
 
-/// The figures of every worker that issued ids since the server started or has a mark.
+/// The figures of every worker that issued ids since the server started or has a mark of its
+/// own (not only the floor every worker was given by `snowflake_restore_mark(above)`).
 pub fn figures() -> Vec<Figures> {
     let shared = shmem::shared();
     let p = &shared.params;
     let layout = &p.layout;
     let now = crate::mint::clock::wall(layout);
     let ms = |units: u64| layout.ms_in_units(units) as i64;
+    let idle = |s: &Slot| {
+        s.issued.load(Relaxed) == 0
+            && s.foreign_rows.load(Relaxed) == 0
+            && s.jump_from.load(Relaxed) == 0
+    };
+    // `snowflake_restore_mark(above)` raises every worker's mark to one floor: 1,024 rows that
+    // say the same thing. A worker whose only state is the floor that most idle workers share
+    // is left out; one that issued ids, or whose mark is its own, is shown.
+    let mut counts = std::collections::HashMap::new();
+    for s in shared.slots().iter().filter(|s| idle(s)) {
+        *counts.entry(s.mark.load(Relaxed)).or_insert(0usize) += 1;
+    }
+    let floor = counts
+        .into_iter()
+        .filter(|&(mark, n)| mark > 0 && n > 1)
+        .max_by_key(|&(_, n)| n)
+        .map(|(mark, _)| mark);
     shared
         .slots()
         .iter()
         .enumerate()
         .filter(|(_, s)| {
-            s.issued.load(Relaxed) > 0
-                || s.mark.load(Relaxed) > 0
-                || s.foreign_rows.load(Relaxed) > 0
+            let mark = s.mark.load(Relaxed);
+            !idle(s) || (mark > 0 && Some(mark) != floor)
         })
         .map(|(w, s): (usize, &Slot)| {
             let worker = w as u32;
@@ -154,7 +171,7 @@ fn snowflake_status() -> TableIterator<
         state.to_string(),
         crate::settings::database(),
         detail,
-        crate::settings::layout().to_string(),
+        crate::settings::layout().label(),
         lease.worker,
         lease.source.to_string(),
         lease.holder,
