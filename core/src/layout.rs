@@ -271,6 +271,20 @@ impl Layout {
             .join(", ")
     }
 
+    /// How people read the layout: its preset's name (`sonyflake`), or else its fields as
+    /// `snowflake.layout` takes them. Errors and `snowflake_status()` show this; the marks
+    /// table's header keeps the full form (`Display`).
+    pub fn label(&self) -> String {
+        self.preset_name()
+            .map_or_else(|| self.to_string(), str::to_string)
+    }
+
+    /// [`Layout::label`] of a layout as text (a marks table's header); the text itself if it
+    /// is not a layout.
+    pub fn label_of(spec: &str) -> String {
+        Layout::parse(spec).map_or_else(|_| spec.to_string(), |l| l.label())
+    }
+
     /// The preset's name, if this layout is one.
     pub fn preset_name(&self) -> Option<&'static str> {
         Layout::PRESETS

@@ -112,6 +112,19 @@ pub enum Decision {
     Doubt(String),
 }
 
+/// Why marks made in the layout `made_in` (a marks table's header) cannot be read under
+/// `layout`, if they cannot: both named as people know them (a preset's name).
+pub fn other_layout(made_in: &str, layout: &Layout) -> Option<String> {
+    (made_in != layout.to_string()).then(|| {
+        format!(
+            "the marks were made in the layout '{}', but snowflake.layout is '{}'; \
+             the layout cannot change under existing ids",
+            Layout::label_of(made_in),
+            layout.label()
+        )
+    })
+}
+
 pub fn decide(found: &Found, file: &TokenFile, legacy: &Legacy, layout: &Layout) -> Decision {
     let recorded = match file {
         TokenFile::Unreadable(e) => {
@@ -155,13 +168,8 @@ pub fn decide(found: &Found, file: &TokenFile, legacy: &Legacy, layout: &Layout)
             meta.format
         ));
     }
-    let configured = layout.to_string();
-    if meta.layout != configured {
-        return Decision::Doubt(format!(
-            "the marks were made in the layout '{}', but snowflake.layout is '{configured}'; \
-             the layout cannot change under existing ids",
-            meta.layout
-        ));
+    if let Some(why) = other_layout(&meta.layout, layout) {
+        return Decision::Doubt(why);
     }
     if let Some(t) = recorded.filter(|t| t.identity != meta.identity) {
         return Decision::Doubt(format!(

@@ -62,6 +62,14 @@ impl Writer {
             let found = match marks_table::read_meta() {
                 Ok(None) => Found::Nothing,
                 Err(refusal) => return (Found::Doubtful(refusal.to_string()), Some(refusal)),
+                // Marks of another layout are not decoded at all: read in this one, they name
+                // other workers' ids, and the refusal would blame the rows, not the setting.
+                Ok(Some(meta)) if startup::other_layout(&meta.layout, &layout).is_some() => {
+                    Found::Table {
+                        meta,
+                        rows: Vec::new(),
+                    }
+                }
                 Ok(Some(meta)) => match marks_table::read_marks(&layout) {
                     Ok(rows) => Found::Table { meta, rows },
                     Err(e) => Found::Doubtful(format!("the marks table cannot be read: {e}")),
@@ -107,7 +115,17 @@ impl Writer {
             TokenFile::Token(Recorded { key: Some(key), .. }) => key,
             _ => new_key(),
         };
+        let layout_hint = match &found {
+            Found::Table { meta, .. } if startup::other_layout(&meta.layout, &layout).is_some() => {
+                format!(
+                    "Set snowflake.layout back to '{}', the layout of the ids this server minted, and restart the server; the layout of existing ids cannot change.",
+                    Layout::label_of(&meta.layout)
+                )
+            }
+            _ => String::new(),
+        };
         let hint = match (refusal, &file) {
+            _ if !layout_hint.is_empty() => layout_hint.as_str(),
             (Some(Refusal::Untrusted(_)), _) => marks_table::UNTRUSTED_HINT,
             (_, TokenFile::Invalid(_)) => DAMAGED_TOKEN_FILE_HINT,
             (_, TokenFile::Unreadable(_)) => UNREADABLE_TOKEN_FILE_HINT,
