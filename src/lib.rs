@@ -152,6 +152,7 @@ pub extern "C-unwind" fn _PG_init() {
     }
     settings::define(preloading);
     ids::time_filter::install();
+    settings::install_set_hook();
     if preloading {
         shared::shmem::request();
         marks::writer::register();

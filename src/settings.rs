@@ -483,3 +483,117 @@ fn text_of(name: &CStr, setting: &GucSetting<Option<CString>>, default: &str) ->
         }
     }
 }
+
+static mut PREV_PROCESS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
+
+/// Installs the hook that answers `SET snowflake.…` in a session with the way to change the
+/// setting; called from `_PG_init` in every process that loads the library. Without it,
+/// PostgreSQL's own refusal ("parameter … cannot be changed now") named no way out.
+pub fn install_set_hook() {
+    // SAFETY: _PG_init runs once per process, before any statement; we chain to the previous
+    // hook.
+    unsafe {
+        PREV_PROCESS_UTILITY = pg_sys::ProcessUtility_hook;
+        pg_sys::ProcessUtility_hook = Some(process_utility);
+    }
+}
+
+// SAFETY: the declaration matches `standard_ProcessUtility` of tcop/utility.h in every
+// supported major (14 to 18: the signature of `ProcessUtility_hook_type`).
+unsafe extern "C-unwind" {
+    /// PostgreSQL's own ProcessUtility, called as it is: pgrx's wrapper would catch every error
+    /// of every utility statement and raise it again (see `ids::time_filter`).
+    #[link_name = "standard_ProcessUtility"]
+    fn standard_process_utility_as_is(
+        pstmt: *mut pg_sys::PlannedStmt,
+        query_string: *const std::ffi::c_char,
+        read_only_tree: bool,
+        context: pg_sys::ProcessUtilityContext::Type,
+        params: pg_sys::ParamListInfo,
+        query_env: *mut pg_sys::QueryEnvironment,
+        dest: *mut pg_sys::DestReceiver,
+        qc: *mut pg_sys::QueryCompletion,
+    );
+}
+
+/// The hook. Not `#[pg_guard]`: the statement it hands on may raise an ERROR, which must reach
+/// PostgreSQL untouched; our own check is in `refuse_session_set`, which is guarded.
+///
+/// SAFETY: PostgreSQL calls it as its ProcessUtility hook, with ProcessUtility's arguments.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C-unwind" fn process_utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query_string: *const std::ffi::c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    // SAFETY: `pstmt` is the statement about to run; the rest is ProcessUtility called with
+    // its own arguments.
+    unsafe {
+        refuse_session_set(pstmt);
+        match PREV_PROCESS_UTILITY {
+            Some(prev) => prev(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
+            None => standard_process_utility_as_is(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
+        }
+    }
+}
+
+/// Refuses `SET` / `SET LOCAL` / `RESET` of one of this extension's settings, all of which are
+/// the server's (reload or restart), with the way to change it; everything else passes.
+///
+/// SAFETY: `pstmt` is a valid planned statement.
+#[pg_guard]
+unsafe extern "C-unwind" fn refuse_session_set(pstmt: *mut pg_sys::PlannedStmt) {
+    // SAFETY: as the caller guarantees; the node is read only after its tag says what it is.
+    let name = unsafe {
+        let node = (*pstmt).utilityStmt;
+        if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_VariableSetStmt {
+            return;
+        }
+        let set = node as *mut pg_sys::VariableSetStmt;
+        if (*set).name.is_null() {
+            return;
+        }
+        CStr::from_ptr((*set).name).to_string_lossy().into_owned()
+    };
+    let Some((setting, restart)) = SERVER_SETTINGS
+        .iter()
+        .find(|(s, _)| s.eq_ignore_ascii_case(&name))
+    else {
+        return;
+    };
+    errors::setting_not_in_session(setting, *restart);
+}
+
+/// This extension's settings, and whether a change needs a restart (else a reload).
+const SERVER_SETTINGS: [(&str, bool); 7] = [
+    ("snowflake.database", true),
+    ("snowflake.layout", true),
+    ("snowflake.max_ahead", false),
+    ("snowflake.worker_id", false),
+    ("snowflake.registry", false),
+    ("snowflake.worker_range", false),
+    ("snowflake.lease_ttl", false),
+];

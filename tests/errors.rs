@@ -114,6 +114,12 @@ const BAD_CALLS: &[(&str, &str, &str)] = &[
         "55P02",
         "snowflake.worker_id",
     ),
+    (
+        "SET LOCAL snowflake.max_ahead = 5",
+        "55P02",
+        "snowflake.max_ahead",
+    ),
+    ("RESET snowflake.layout", "55P02", "snowflake.layout"),
 ];
 
 #[test]
@@ -121,6 +127,7 @@ fn bad_arguments_raise_clear_errors() {
     let cluster = started("errors", &["snowflake.worker_id=4"]);
     let mut c = cluster.connect();
     c.batch_execute("SET TimeZone = 'UTC'").unwrap();
+    let mut locations = std::collections::HashSet::new();
     for &(sql, code, message) in BAD_CALLS {
         let e = error_of(&mut c, sql);
         assert_eq!(e.code, code, "{sql}: {e:?}");
@@ -129,19 +136,19 @@ fn bad_arguments_raise_clear_errors() {
             "{sql}: message {:?} lacks {message:?}",
             e.message
         );
-        // SET is refused by PostgreSQL itself, which gives no hint; all of ours carry one.
-        if !sql.starts_with("SET ") {
-            assert!(
-                e.hint.as_deref().is_some_and(|h| h.len() > 10),
-                "{sql}: no hint: {e:?}"
-            );
-        }
+        assert!(
+            e.hint.as_deref().is_some_and(|h| h.len() > 10),
+            "{sql}: no hint: {e:?}"
+        );
+        locations.insert(e.file.clone());
         // A placeholder left unformatted ("{MAX_BATCH}") is a hint that says nothing.
         assert!(
             !format!("{e:?}").contains("{MAX"),
             "{sql}: a placeholder in the text: {e:?}"
         );
     }
+    // Each LOCATION is where its error was raised, not the one function that reports them all.
+    assert!(locations.len() >= 3, "the errors' locations: {locations:?}");
     // The session survived all of it and still makes ids of the configured worker.
     let worker: i32 = c.scalar("SELECT snowflake_worker(snowflake_nextval())");
     assert_eq!(worker, 4);
@@ -293,4 +300,35 @@ fn a_cancelled_wait_is_a_plain_57014() {
         !log.contains("pgrx_pg_sys") && !log.contains("panicked"),
         "a backtrace in the server log:\n{log}"
     );
+}
+
+/// Guarding a table the first time says what it did and nothing else (no NOTICE of a trigger
+/// that did not exist), and a refusal's hint names the caller's table.
+#[test]
+fn guarding_a_table_sends_no_notice_and_hints_name_the_table() {
+    let cluster = started("guard-quiet", &["snowflake.worker_id=4"]);
+    let notices = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = notices.clone();
+    let mut c = cluster
+        .conninfo("postgres")
+        .parse::<postgres::Config>()
+        .unwrap()
+        .notice_callback(move |n| seen.lock().unwrap().push(n.message().to_string()))
+        .connect(postgres::NoTls)
+        .unwrap();
+    c.batch_execute(
+        "CREATE TABLE arrivals (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
+         CREATE TABLE two_ids (a bigint DEFAULT snowflake_nextval(), b bigint DEFAULT snowflake_nextval(4))",
+    )
+    .unwrap();
+    let said: String = c.scalar("SELECT snowflake_guard('arrivals')");
+    assert!(said.contains("arrivals is guarded"), "{said}");
+    let said: String = c.scalar("SELECT snowflake_guard('arrivals')");
+    assert!(said.contains("arrivals is guarded"), "{said}");
+    let said: String = c.scalar("SELECT snowflake_unguard('two_ids')");
+    assert!(said.contains("was not guarded"), "{said}");
+    assert_eq!(*notices.lock().unwrap(), Vec::<String>::new());
+    let e = error_of(&mut c, "SELECT snowflake_guard('two_ids')");
+    assert_eq!(e.code, "42702", "{e:?}");
+    assert!(e.hint.unwrap_or_default().contains("two_ids"));
 }

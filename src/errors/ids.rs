@@ -6,6 +6,7 @@ use pgrx::PgSqlErrorCode::*;
 
 /// A text form that is not one of `forms`.
 #[cold]
+#[track_caller]
 pub fn unknown_text_form(name: &str, forms: &str) -> ! {
     raise(
         ERRCODE_INVALID_PARAMETER_VALUE,
@@ -18,6 +19,7 @@ pub fn unknown_text_form(name: &str, forms: &str) -> ! {
 /// Text (`shown`, shortened) that is not an id in the form `form`, because `why`; an id in that
 /// form is `width`, like `example`.
 #[cold]
+#[track_caller]
 pub fn invalid_id_text(
     form: &str,
     shown: &str,
@@ -35,6 +37,7 @@ pub fn invalid_id_text(
 
 /// Input of the `snowflake` type that is not a decimal id, because `why`.
 #[cold]
+#[track_caller]
 pub fn invalid_snowflake_input(input: &str, why: &dyn std::fmt::Display) -> ! {
     raise(
         ERRCODE_INVALID_TEXT_REPRESENTATION,
@@ -47,6 +50,7 @@ pub fn invalid_snowflake_input(input: &str, why: &dyn std::fmt::Display) -> ! {
 
 /// A layout name or description that does not parse; `presets` names the presets.
 #[cold]
+#[track_caller]
 pub fn invalid_layout_name(name: &str, error: &dyn std::fmt::Display, presets: &str) -> ! {
     raise(
         ERRCODE_INVALID_PARAMETER_VALUE,
@@ -60,6 +64,7 @@ pub fn invalid_layout_name(name: &str, error: &dyn std::fmt::Display, presets: &
 
 /// The bounds of a time partition whose end (`to`) is not after its start (`from`).
 #[cold]
+#[track_caller]
 pub fn empty_partition(from: &dyn std::fmt::Display, to: &dyn std::fmt::Display) -> ! {
     raise(
         ERRCODE_INVALID_PARAMETER_VALUE,

@@ -6,6 +6,7 @@ use pgrx::PgSqlErrorCode::*;
 
 /// `snowflake_rewind` of a worker that followed no forward jump.
 #[cold]
+#[track_caller]
 pub fn rewind_no_jump(worker: u32) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -19,6 +20,7 @@ pub fn rewind_no_jump(worker: u32) -> ! {
 /// `snowflake_rewind` of a worker id leased from a registry: its next holder starts above what
 /// its holder gives back, one past its last id, so the reserved ids would be issued again.
 #[cold]
+#[track_caller]
 pub fn rewind_leased(worker: u32) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -32,6 +34,7 @@ pub fn rewind_leased(worker: u32) -> ! {
 /// `snowflake_rewind` of a worker that still skips the ids `from_id ..= to_id` of an earlier
 /// rewind.
 #[cold]
+#[track_caller]
 pub fn rewind_still_reserved(worker: u32, from_id: i64, to_id: i64) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -44,6 +47,7 @@ pub fn rewind_still_reserved(worker: u32, from_id: i64, to_id: i64) -> ! {
 
 /// `snowflake_rewind` of a worker that issued nothing after the jump.
 #[cold]
+#[track_caller]
 pub fn rewind_nothing_issued(worker: u32) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -56,6 +60,7 @@ pub fn rewind_nothing_issued(worker: u32) -> ! {
 /// `snowflake_rewind` while the clock still reads at or after where the jump took the worker
 /// (`jump_unix_ms`).
 #[cold]
+#[track_caller]
 pub fn rewind_clock_still_ahead(worker: u32, jump_unix_ms: i64) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -70,6 +75,7 @@ pub fn rewind_clock_still_ahead(worker: u32, jump_unix_ms: i64) -> ! {
 
 /// A change of the marks by a role that is not a superuser.
 #[cold]
+#[track_caller]
 pub fn marks_not_superuser() -> ! {
     raise(
         ERRCODE_INSUFFICIENT_PRIVILEGE,
@@ -81,6 +87,7 @@ pub fn marks_not_superuser() -> ! {
 
 /// A change of the marks on a server in recovery.
 #[cold]
+#[track_caller]
 pub fn marks_in_recovery() -> ! {
     raise(
         ERRCODE_READ_ONLY_SQL_TRANSACTION,
@@ -92,6 +99,7 @@ pub fn marks_in_recovery() -> ! {
 
 /// The mark writer answered a request as failed, with its reason and, if any, its hint.
 #[cold]
+#[track_caller]
 pub fn writer_failed(text: &str, hint: &str) -> ! {
     let hint = if hint.is_empty() {
         "See the server log for the mark writer's messages."
@@ -108,6 +116,7 @@ pub fn writer_failed(text: &str, hint: &str) -> ! {
 
 /// `snowflake_restore_mark(tables)` with a table (named `table`) that has no id column.
 #[cold]
+#[track_caller]
 pub fn no_id_column(table: &str) -> ! {
     raise(
         ERRCODE_UNDEFINED_COLUMN,
@@ -123,6 +132,7 @@ pub fn no_id_column(table: &str) -> ! {
 
 /// A column (`column`, quoted) of `table` that makes ids but whose type cannot be read as ids.
 #[cold]
+#[track_caller]
 pub fn id_column_unreadable(column: &str, table: &str, type_name: &str) -> ! {
     raise(
         ERRCODE_DATATYPE_MISMATCH,
@@ -136,6 +146,7 @@ pub fn id_column_unreadable(column: &str, table: &str, type_name: &str) -> ! {
 
 /// An administrator's request the mark writer did not answer within `seconds`.
 #[cold]
+#[track_caller]
 pub fn writer_did_not_answer(seconds: u64) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

@@ -23,6 +23,7 @@ use snowflake_core::timekeeper::ClockEvent;
 use PgSqlErrorCode::*;
 
 /// Raises an `ERROR`. Never returns.
+#[track_caller]
 pub fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: &str) -> ! {
     let mut report = ErrorReport::new(code, message, "snowflake_ext");
     if let Some(detail) = detail {
@@ -72,12 +73,14 @@ pub fn show_unix_ms(unix_ms: i64) -> String {
 /// The range of a layout, for messages.
 fn range_of(layout: &Layout) -> String {
     format!(
-        "Ids of this layout ({layout}) count time from {} to {}.",
+        "Ids of this layout ({}) count time from {} to {}.",
+        layout.label(),
         show_unix_ms(layout.epoch_unix_ms),
         show_unix_ms(layout.last_unix_ms())
     )
 }
 
+#[track_caller]
 pub fn layout_error(err: LayoutError, layout: &Layout) -> ! {
     match err {
         LayoutError::WorkerOutOfRange(w) => raise(
@@ -145,6 +148,7 @@ pub fn layout_error(err: LayoutError, layout: &Layout) -> ! {
     }
 }
 
+#[track_caller]
 pub fn null_argument(what: &str, hint: &str) -> ! {
     raise(
         ERRCODE_NULL_VALUE_NOT_ALLOWED,
@@ -156,6 +160,7 @@ pub fn null_argument(what: &str, hint: &str) -> ! {
 
 /// A generating function on a server in recovery.
 #[cold]
+#[track_caller]
 pub fn in_recovery(worker: u32) -> ! {
     raise(
         ERRCODE_READ_ONLY_SQL_TRANSACTION,
@@ -173,6 +178,7 @@ pub fn in_recovery(worker: u32) -> ! {
 
 /// `snowflake_nextval()` with `snowflake.worker_id` unset.
 #[cold]
+#[track_caller]
 pub fn worker_id_unset() -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -185,6 +191,7 @@ pub fn worker_id_unset() -> ! {
 
 /// An explicit worker id under `snowflake.worker_id = auto` that is not the one leased here.
 #[cold]
+#[track_caller]
 pub fn not_leased(worker: u32) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -200,6 +207,7 @@ pub fn not_leased(worker: u32) -> ! {
 
 /// A batch larger than the max-ahead bound can ever hold.
 #[cold]
+#[track_caller]
 pub fn batch_too_large(n: u64, worker: u32, capacity: u64, max_ahead_ms: i32) -> ! {
     raise(
         ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -212,6 +220,7 @@ pub fn batch_too_large(n: u64, worker: u32, capacity: u64, max_ahead_ms: i32) ->
 }
 
 #[cold]
+#[track_caller]
 pub fn exhausted(worker: u32, layout: &Layout) -> ! {
     raise(
         ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
@@ -230,6 +239,7 @@ pub fn exhausted(worker: u32, layout: &Layout) -> ! {
 
 /// Another node of this Citus cluster has the same worker id ([`crate::tables::citus`]).
 #[cold]
+#[track_caller]
 pub fn citus_shared_worker(worker: u32, this_node: &str, other_node: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -254,6 +264,7 @@ pub fn citus_shared_worker(worker: u32, this_node: &str, other_node: &str) -> ! 
 
 /// This node's worker id could not be compared with every Citus node's ([`crate::tables::citus`]).
 #[cold]
+#[track_caller]
 pub fn citus_unverified(worker: u32, why: String, database: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -277,6 +288,7 @@ pub fn citus_unverified(worker: u32, why: String, database: &str) -> ! {
 
 /// The marks are not there to issue below: the writer's state says why.
 #[cold]
+#[track_caller]
 pub fn no_marks(worker: u32, why: String, hint: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -345,10 +357,14 @@ pub fn clock_event(worker: u32, event: ClockEvent, layout: &Layout) {
 
 /// `snowflake.layout` names a layout this server cannot generate with (`error` says why).
 #[cold]
+#[track_caller]
 pub fn layout_not_generable(layout: &Layout, error: &dyn std::fmt::Display) -> ! {
     raise(
         ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("snowflake.layout = '{layout}' cannot be generated with: {error}"),
+        format!(
+            "snowflake.layout = '{}' cannot be generated with: {error}",
+            layout.label()
+        ),
         None,
         "Choose a layout of at most 63 bits with at most 16 worker bits for snowflake.layout; \
          other layouts can still be decoded with the functions that take a layout name.",
@@ -357,6 +373,7 @@ pub fn layout_not_generable(layout: &Layout, error: &dyn std::fmt::Display) -> !
 
 /// `snowflake.layout` does not parse: `message` names the setting's value and why.
 #[cold]
+#[track_caller]
 pub fn invalid_layout_setting(message: String) -> ! {
     raise(
         ERRCODE_INVALID_PARAMETER_VALUE,
@@ -369,6 +386,7 @@ pub fn invalid_layout_setting(message: String) -> ! {
 /// Shared memory is used while the library was not preloaded; `current` is the value of
 /// `shared_preload_libraries`.
 #[cold]
+#[track_caller]
 pub fn not_preloaded(current: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -387,6 +405,7 @@ pub fn not_preloaded(current: &str) -> ! {
 
 /// `snowflake_nextval_batch` with `n` outside `1..=max`.
 #[cold]
+#[track_caller]
 pub fn batch_out_of_range(n: i32, max: i32) -> ! {
     raise(
         ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
@@ -398,6 +417,7 @@ pub fn batch_out_of_range(n: i32, max: i32) -> ! {
 
 /// `snowflake_lastval()` before any id in this session.
 #[cold]
+#[track_caller]
 pub fn lastval_undefined() -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -410,11 +430,33 @@ pub fn lastval_undefined() -> ! {
 /// No leased worker id to mint with: `reason` says why (the lease's standing), `hint` the way
 /// out (see [`crate::lease`]).
 #[cold]
+#[track_caller]
 pub fn no_lease(reason: &str, hint: &str) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("this server holds no worker id from the registry: {reason}"),
         Some("Ids are minted only under a lease of a worker id that no other server holds.".into()),
         hint,
+    )
+}
+
+/// `SET setting` in a session: every setting of this extension is the server's.
+#[cold]
+#[track_caller]
+pub fn setting_not_in_session(setting: &str, restart: bool) -> ! {
+    let then = if restart {
+        "then restart the server"
+    } else {
+        "SELECT pg_reload_conf();"
+    };
+    raise(
+        PgSqlErrorCode::ERRCODE_CANT_CHANGE_RUNTIME_PARAM,
+        format!("{setting} cannot be changed in a session"),
+        Some(format!(
+            "{setting} is the server's: every session mints under the same one."
+        )),
+        &format!(
+            "As a superuser: ALTER SYSTEM SET {setting} = '...'; {then} (or set it in postgresql.conf)."
+        ),
     )
 }

@@ -6,6 +6,7 @@ use pgrx::PgSqlErrorCode::*;
 
 /// A relation (by OID) that is not a table.
 #[cold]
+#[track_caller]
 pub fn not_a_table(oid: u32) -> ! {
     raise(
         ERRCODE_WRONG_OBJECT_TYPE,
@@ -17,6 +18,7 @@ pub fn not_a_table(oid: u32) -> ! {
 
 /// Reading the largest id of `table` without being its owner (or a superuser).
 #[cold]
+#[track_caller]
 pub fn not_table_owner(table: &str) -> ! {
     raise(
         ERRCODE_INSUFFICIENT_PRIVILEGE,
@@ -28,6 +30,7 @@ pub fn not_table_owner(table: &str) -> ! {
 
 /// The largest value of `column` (quoted) of `table` is not a bigint.
 #[cold]
+#[track_caller]
 pub fn largest_not_bigint(column: &str, table: &str, error: &dyn std::fmt::Display) -> ! {
     raise(
         ERRCODE_DATATYPE_MISMATCH,
@@ -39,6 +42,7 @@ pub fn largest_not_bigint(column: &str, table: &str, error: &dyn std::fmt::Displ
 
 /// The replication guard fired on `table` without a new row.
 #[cold]
+#[track_caller]
 pub fn guard_not_row_trigger(table: &str) -> ! {
     raise(
         ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
@@ -50,6 +54,7 @@ pub fn guard_not_row_trigger(table: &str) -> ! {
 
 /// The replication guard on `table` was installed without its column argument.
 #[cold]
+#[track_caller]
 pub fn guard_no_column(table: &str) -> ! {
     raise(
         ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
@@ -61,6 +66,7 @@ pub fn guard_no_column(table: &str) -> ! {
 
 /// The replication guard on `schema.table` cannot read its id column `column`.
 #[cold]
+#[track_caller]
 pub fn guard_column_unreadable(
     schema: &str,
     table: &str,
@@ -78,6 +84,7 @@ pub fn guard_column_unreadable(
 /// A replicated row carries this server's own worker id: `message` names the table, the id and
 /// the worker, `detail` says more.
 #[cold]
+#[track_caller]
 pub fn guard_local_worker(message: String, detail: String) -> ! {
     raise(
         ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION,

@@ -719,6 +719,8 @@ pub struct ErrorParts {
     pub message: String,
     pub detail: Option<String>,
     pub hint: Option<String>,
+    /// The source file the server named as the error's LOCATION.
+    pub file: Option<String>,
 }
 
 /// Runs `sql`, which must fail, and returns the error's parts.
@@ -734,6 +736,7 @@ pub fn error_of(client: &mut Client, sql: &str) -> ErrorParts {
                 message: db.message().to_string(),
                 detail: db.detail().map(str::to_string),
                 hint: db.hint().map(str::to_string),
+                file: db.file().map(str::to_string),
             }
         }
     }
