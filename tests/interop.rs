@@ -171,6 +171,21 @@ fn text_forms_sort_like_the_ids_and_read_back() {
     assert!(!e.detail.unwrap_or_default().contains("pgrx"));
 }
 
+/// `id::timestamptz` is the id's time, as for a uuidv7, and only when asked for (no implicit
+/// cast): the same as `snowflake_timestamp(id)`.
+#[test]
+fn a_snowflake_casts_to_its_time() {
+    let (_cluster, mut c) = server("snowflake-cast");
+    let same: bool = c.scalar(
+        "SELECT bool_and(id::timestamptz = snowflake_timestamp(id)
+                         AND id::timestamptz BETWEEN now() - interval '1 minute' AND clock_timestamp())
+           FROM (SELECT snowflake_nextval()::snowflake AS id FROM generate_series(1, 100)) s",
+    );
+    assert!(same);
+    let e = error_of(&mut c, "SELECT now() < snowflake_nextval()::snowflake");
+    assert_eq!(e.code, "42883", "no implicit cast: {e:?}");
+}
+
 #[test]
 fn the_snowflake_type_is_a_bigint_whose_json_is_a_string() {
     let (_cluster, mut c) = server("snowflake-type");
@@ -441,7 +456,7 @@ fn a_server_mints_in_its_configured_layout_and_refuses_another_under_its_ids() {
     // The low 16 bits are the machine, as in Sonyflake.
     assert!(minted.iter().all(|id| id & 0xffff == 40000));
     let status: String = c.scalar("SELECT layout FROM snowflake_status()");
-    assert!(status.contains("unit=10ms"), "{status}");
+    assert_eq!(status, "sonyflake");
 
     // Another layout under the same marks: refused, with the way out.
     c.batch_execute("ALTER SYSTEM SET snowflake.layout = 'snowflake'")
@@ -454,8 +469,18 @@ fn a_server_mints_in_its_configured_layout_and_refuses_another_under_its_ids() {
     let mut c = cluster.connect();
     let e = error_of(&mut c, "SELECT snowflake_nextval()");
     assert_eq!(e.code, "55000", "{e:?}");
-    assert!(e.message.contains("layout"), "{e:?}");
-    assert!(e.hint.is_some(), "{e:?}");
+    // Both layouts by their preset names, and the way out: the layout the marks were made in.
+    assert!(
+        e.message.contains("'sonyflake'") && e.message.contains("'snowflake'"),
+        "{e:?}"
+    );
+    assert!(
+        e.hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("snowflake.layout back to 'sonyflake'"),
+        "{e:?}"
+    );
     // Back to the layout the marks were made in (postgresql.conf's): minting resumes above them.
     c.batch_execute("ALTER SYSTEM RESET snowflake.layout")
         .unwrap();

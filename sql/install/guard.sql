@@ -83,7 +83,7 @@ BEGIN
         IF target IS NULL THEN
             RAISE EXCEPTION 'table % has no column % of type bigint or snowflake', rel, pg_catalog.quote_ident(col)
                 USING ERRCODE = 'undefined_column',
-                      HINT = 'Name the column that holds the ids: snowflake_guard(''events'', ''id'').';
+                      HINT = pg_catalog.format('Name the column that holds the ids: snowflake_guard(%L, ''id'').', rel);
         END IF;
     ELSE
         -- The id columns, as snowflake_restore_mark(tables) finds them; never a guess.
@@ -95,24 +95,25 @@ BEGIN
             RAISE EXCEPTION 'table % has no snowflake id column', rel
                 USING ERRCODE = 'undefined_column',
                       DETAIL = 'A snowflake id column is one whose default calls snowflake_nextval, or else a bigint or snowflake primary key without a default.',
-                      HINT = 'Name the column that holds the ids: snowflake_guard(''events'', ''id'').';
+                      HINT = pg_catalog.format('Name the column that holds the ids: snowflake_guard(%L, ''id'').', rel);
         END IF;
         IF NOT found.readable THEN
             RAISE EXCEPTION 'column % of table % makes snowflake ids, but its type % cannot be read as ids', pg_catalog.quote_ident(found.col), rel, found.type
                 USING ERRCODE = 'datatype_mismatch',
-                      HINT = 'Change the column to bigint (or snowflake), or name another column: snowflake_guard(''events'', ''id'').';
+                      HINT = pg_catalog.format('Change the column to bigint (or snowflake), or name another column: snowflake_guard(%L, ''id'').', rel);
         END IF;
         IF (SELECT pg_catalog.count(*) FROM @extschema@.snowflake_id_columns(tbl)) OPERATOR(pg_catalog.>) 1 THEN
             RAISE EXCEPTION 'table % has several snowflake id columns: %', rel,
                             (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(c.col), ', ') FROM @extschema@.snowflake_id_columns(tbl) c)
                 USING ERRCODE = 'ambiguous_column',
-                      HINT = 'Name the one to guard: snowflake_guard(''events'', ''id'').';
+                      HINT = pg_catalog.format('Name the one to guard: snowflake_guard(%L, ''id'').', rel);
         END IF;
         target := found.col;
     END IF;
-    EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS snowflake_guard ON %s', rel);
+    -- CREATE OR REPLACE (14 and later): a DROP TRIGGER IF EXISTS first told every caller, in a
+    -- NOTICE, of a trigger that does not exist.
     EXECUTE pg_catalog.format(
-        'CREATE TRIGGER snowflake_guard BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_guard_row(%L, %L)',
+        'CREATE OR REPLACE TRIGGER snowflake_guard BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_guard_row(%L, %L)',
         rel, target, on_local_worker);
     EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE REPLICA TRIGGER snowflake_guard', rel);
     RETURN pg_catalog.format('%s is guarded: a row arriving by replication whose %I carries this server''s worker id %s',
@@ -172,7 +173,12 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed',
                   HINT = 'Call it as snowflake_unguard(''my_table'').';
     END IF;
-    EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS snowflake_guard ON %s', tbl);
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
+                    WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid
+                      AND t.tgname OPERATOR(pg_catalog.=) 'snowflake_guard') THEN
+        RETURN pg_catalog.format('%s was not guarded', tbl);
+    END IF;
+    EXECUTE pg_catalog.format('DROP TRIGGER snowflake_guard ON %s', tbl);
     RETURN pg_catalog.format('%s is no longer guarded', tbl);
 END
 $guard$;

@@ -1,6 +1,6 @@
 -- The snowflake type (src/ids/text.rs): a shell type, its I/O functions (the input function is
 -- that file's snowflake_in, the others are bigint's), the type itself, like bigint, and its
--- casts to and from bigint and the smaller integers.
+-- casts to and from bigint and the smaller integers, and to timestamptz (its time).
 
 CREATE TYPE snowflake;
 CREATE FUNCTION snowflake_in(cstring) RETURNS snowflake
@@ -30,3 +30,6 @@ CREATE FUNCTION snowflake(smallint) RETURNS snowflake
     IMMUTABLE STRICT PARALLEL SAFE LANGUAGE internal AS 'int28';
 CREATE CAST (integer AS snowflake) WITH FUNCTION snowflake(integer) AS IMPLICIT;
 CREATE CAST (smallint AS snowflake) WITH FUNCTION snowflake(smallint) AS IMPLICIT;
+-- An id's time, as for a uuidv7: id::timestamptz (explicit only: an id is not a time). The
+-- function takes bigint, to which the type is binary-coercible.
+CREATE CAST (snowflake AS timestamptz) WITH FUNCTION snowflake_timestamp(bigint);

@@ -90,5 +90,5 @@ fn snowflake_in(input: &CStr) -> i64 {
 pgrx::extension_sql_file!(
     "../../sql/install/type.sql",
     name = "snowflake_type",
-    requires = [snowflake_in]
+    requires = [snowflake_in, snowflake_timestamp]
 );
