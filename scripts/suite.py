@@ -61,7 +61,7 @@ ALL_TESTS = EVERY_MAJOR + FULL_ONLY + ["citus"] + ON_18 + ON_15 + LAST
 EXPECTED = {"faults": 110, "leases": 95, "ha": 75, "multinode": 65, "portable": 55, "failover": 35,
             "trust": 25, "durability": 21, "privilege": 16, "snippets": 15, "interop": 12, "generation": 11,
             "errors": 6, "adopt": 5, "citus": 145, "handover": 118, "nemesis": 118, "clients": 22,
-            "upgrade": 21, "packages": 7, "bench": 120}
+            "upgrade": 21, "packages": 7, "bench": 120, "operators_day": 60}
 
 
 class Job:
