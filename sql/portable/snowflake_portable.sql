@@ -66,19 +66,15 @@
 -- back under; values thrown away are lost, never repeated. A move that dies half way leaves the
 -- marker, which the next move (the lock being free) replaces.
 --
--- Durability. The counter's WAL is flushed when a transaction that has an xid, wrote WAL and
--- commits with synchronous_commit on (or remote_write, remote_apply) commits. The first id of a
--- transaction arms it (snowflake_portable.armed, a transaction-local setting, tells that it
--- was): it gets an xid, writes a WAL record (setval of snowflake_portable_wal), and if
--- synchronous_commit is off or local, a row of snowflake_portable_commit queues a deferred
--- constraint trigger that turns it on for that commit (and at PREPARE TRANSACTION); inside a
--- subtransaction, where a ROLLBACK TO would take that row away with it, minting refuses then.
--- The xid and the WAL record outlive a ROLLBACK TO. So an id whose transaction committed is never
--- issued again after a crash, or after a failover to a synchronous standby, unless the
--- transaction itself turned synchronous_commit off (or to local) after its first id was armed
--- under on: that commit is asynchronous, as PostgreSQL makes it for all the rest of the
--- transaction. (An id taken by a transaction that had not committed when the server crashed can
--- be issued again, as with nextval(); the native edition's marks cover even those.)
+-- Durability: a sequence's. The counter is a sequence, and its WAL is flushed as any
+-- sequence's is: by the commit of a transaction that wrote WAL, when that commit waits for its
+-- flush (synchronous_commit on, remote_write or remote_apply). With synchronous_commit off or
+-- local a crash can lose the last transactions, and the ids they minted can be minted again, as
+-- with nextval(). This file once turned synchronous_commit on for each minting transaction's
+-- commit (a deferred constraint trigger, a transaction-local setting), but everything SQL can
+-- reach at commit is the caller's to bring forward or skip (SET CONSTRAINTS ALL IMMEDIATE, a
+-- later SET LOCAL, a function's SET clause, a custom setting set ahead): a promise resting on
+-- it did not hold, and it cost a single-row INSERT more than a quarter of its instructions.
 --
 -- Trust. The state belongs to the role that installed the file, which must own the schema; no
 -- other role may create objects in the schema, and the install refuses, naming it, any object
@@ -87,11 +83,11 @@
 -- configuration (worker id, layout) lives only in the bodies of functions the owner's functions
 -- write (_snowflake_write_functions, run again by this file from _snowflake_config()), not in a
 -- table: no privilege on data reaches it. Members of pg_write_all_data can still setval() the
--- sequences, as any sequence (and, with pg_read_all_data, lock the mover's row): they can break
+-- sequences, as any sequence (and lock, update or delete the mover's row): they can break
 -- uniqueness anyway. Functions that run as the owner pin search_path to pg_catalog, this
--- schema, pg_temp; the two that must not carry a SET clause (the fast path, and
--- _snowflake_arm(), which sets transaction-local settings and runs once per transaction)
--- qualify every name. Decoding functions have SQL-standard bodies, bound when they are created.
+-- schema, pg_temp; the fast path, which must not carry a SET clause (it would no longer be
+-- inlined), qualifies every name. Decoding functions have SQL-standard bodies, bound when they
+-- are created.
 --
 -- A forward jump of the clock is followed (SQL has no boot clock to tell a jump from an idle
 -- spell). The latest move that went more than 1 s ahead is recorded; once the clock is right
@@ -273,8 +269,6 @@ CREATE SEQUENCE IF NOT EXISTS snowflake_portable_counter AS bigint MINVALUE 0 ST
 -- The seqlock and the deadline: 2 * deadline + 1, or its negative during a move.
 CREATE SEQUENCE IF NOT EXISTS snowflake_portable_generation AS bigint
     MINVALUE -9223372036854775807 START WITH 1 CACHE 1 NO CYCLE;
--- Each armed transaction writes one WAL record here (setval), so that its commit flushes WAL.
-CREATE SEQUENCE IF NOT EXISTS snowflake_portable_wal AS bigint MINVALUE 0 START WITH 0 CACHE 1 NO CYCLE;
 -- The latest move that went more than 1 s ahead: the counter before it (base) and after it
 -- (from); 0 when there is none (or it was rewound).
 CREATE SEQUENCE IF NOT EXISTS snowflake_portable_jump_from AS bigint MINVALUE 0 START WITH 0 CACHE 1 NO CYCLE;
@@ -285,9 +279,6 @@ CREATE SEQUENCE IF NOT EXISTS snowflake_portable_reserved_to AS bigint MINVALUE 
 -- One row, locked by each move (see Locking protocol).
 CREATE TABLE IF NOT EXISTS snowflake_portable_mover (one boolean PRIMARY KEY DEFAULT true CHECK (one));
 INSERT INTO snowflake_portable_mover DEFAULT VALUES ON CONFLICT DO NOTHING;
--- A row per transaction armed under synchronous_commit off or local; its deferred trigger
--- (created below) deletes it at commit.
-CREATE TABLE IF NOT EXISTS snowflake_portable_commit (xid xid8 PRIMARY KEY);
 
 DO $state$
 BEGIN
@@ -739,45 +730,6 @@ END
 $$;
 
 -- ---------------------------------------------------------------------------------------------
--- Durability (see Design): _snowflake_arm(), written below, runs once per transaction.
--- ---------------------------------------------------------------------------------------------
-
--- Under synchronous_commit off or local: queues the commit-time trigger, at the top level only.
-CREATE OR REPLACE FUNCTION _snowflake_arm_commit() RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-AS $$
-DECLARE
-    inserted_by xid;
-BEGIN
-    INSERT INTO snowflake_portable_commit (xid) VALUES (pg_current_xact_id())
-        ON CONFLICT DO NOTHING RETURNING xmin INTO inserted_by;
-    -- The row's xmin is the xid of the (sub)transaction that inserted it.
-    IF inserted_by IS NOT NULL AND inserted_by <> xid(pg_current_xact_id()) THEN
-        RAISE EXCEPTION 'cannot mint snowflake ids inside a subtransaction while synchronous_commit is %',
-                current_setting('synchronous_commit')
-            USING ERRCODE = '55000',
-                  DETAIL = 'A ROLLBACK TO SAVEPOINT would take back the check that makes this transaction''s commit synchronous, while the ids stay issued: after a crash they could be issued again.',
-                  HINT = 'Mint the transaction''s first id before its first savepoint (or PL/pgSQL exception block), or SET LOCAL synchronous_commit = on before it.';
-    END IF;
-END
-$$;
-
--- The deferred constraint trigger on snowflake_portable_commit: runs in the committing
--- transaction's pre-commit (and at PREPARE TRANSACTION), after any ROLLBACK TO, before
--- RecordTransactionCommit reads synchronous_commit.
-CREATE OR REPLACE FUNCTION _snowflake_commit_check() RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-AS $$
-BEGIN
-    IF current_setting('synchronous_commit') IN ('off', 'local') THEN
-        PERFORM set_config('synchronous_commit', 'on', true);
-    END IF;
-    DELETE FROM snowflake_portable_commit WHERE xid = NEW.xid;
-    RETURN NULL;
-END
-$$;
-
--- ---------------------------------------------------------------------------------------------
 -- Moves (see Locking protocol). Every caller holds the mover's row lock.
 -- ---------------------------------------------------------------------------------------------
 
@@ -888,7 +840,7 @@ $$;
 -- snowflake_restore_mark(above): from now on every id is above `above` (an id of this layout,
 -- e.g. the largest id of the tables the native edition filled). Never moves the counter back.
 -- Returns the smallest id this schema may issue next.
-CREATE OR REPLACE FUNCTION _snowflake_restore_mark(above bigint, armed boolean) RETURNS bigint
+CREATE OR REPLACE FUNCTION _snowflake_restore_mark(above bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET lock_timeout = '10s'
 AS $$
@@ -900,6 +852,9 @@ DECLARE
     r record;
 BEGIN
     PERFORM _snowflake_require_owner('restore the snowflake mark');
+    IF current_setting('transaction_read_only') = 'on' THEN
+        PERFORM _snowflake_refuse_read_only();
+    END IF;
     SELECT * INTO cfg FROM _snowflake_config();
     IF above IS NULL THEN
         RAISE EXCEPTION 'the mark to restore must not be NULL'
@@ -932,7 +887,7 @@ $$;
 -- since the jump stay reserved: moves skip them when they reach them. As the native edition's,
 -- and like setval(), it takes effect at once: a rollback does not undo it (nothing it did can
 -- make an id repeat).
-CREATE OR REPLACE FUNCTION _snowflake_rewind(worker integer, armed boolean,
+CREATE OR REPLACE FUNCTION _snowflake_rewind(worker integer,
                                              OUT next_id bigint, OUT reserved_from bigint, OUT reserved_to bigint)
 LANGUAGE plpgsql VOLATILE
 SET lock_timeout = '10s'
@@ -951,6 +906,9 @@ DECLARE
     refusal text;
 BEGIN
     PERFORM _snowflake_require_owner('rewind the snowflake counter');
+    IF current_setting('transaction_read_only') = 'on' THEN
+        PERFORM _snowflake_refuse_read_only();
+    END IF;
     SELECT * INTO cfg FROM _snowflake_config();
     IF worker IS NULL THEN
         RAISE EXCEPTION 'the snowflake worker id to rewind must not be NULL'
@@ -1059,9 +1017,8 @@ AS $$
 DECLARE
     grant_ record;
     state_names constant text[] := ARRAY['snowflake_portable_counter', 'snowflake_portable_generation',
-        'snowflake_portable_wal', 'snowflake_portable_jump_from', 'snowflake_portable_jump_base',
-        'snowflake_portable_reserved_from', 'snowflake_portable_reserved_to', 'snowflake_portable_mover',
-        'snowflake_portable_commit'];
+        'snowflake_portable_jump_from', 'snowflake_portable_jump_base',
+        'snowflake_portable_reserved_from', 'snowflake_portable_reserved_to', 'snowflake_portable_mover'];
 BEGIN
     FOR grant_ IN
         SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind, c.oid::regclass::text AS object,
@@ -1085,7 +1042,7 @@ BEGIN
         WHERE p.pronamespace = _snowflake_schema()
           AND p.proname IN ('snowflake_set_worker_id', 'snowflake_set_layout', 'snowflake_restore_mark',
                             '_snowflake_restore_mark', 'snowflake_rewind', '_snowflake_rewind', '_snowflake_advance',
-                            '_snowflake_arm_commit', '_snowflake_write_functions', '_snowflake_revoke_others')
+                            '_snowflake_write_functions', '_snowflake_revoke_others')
           AND a.grantee <> p.proowner
     LOOP
         EXECUTE format('REVOKE ALL ON %s %s FROM %s', grant_.kind, grant_.object, grant_.grantee);
@@ -1109,28 +1066,6 @@ DECLARE
     overflow text;
     -- The fast path's value once accepted (see below).
     accepted text;
-    -- Whether every role may run pg_logical_emit_message (PostgreSQL's default): then the fast
-    -- path arms its transaction inline, the message being its WAL record; else
-    -- _snowflake_arm(), as the owner, writes a setval() of snowflake_portable_wal.
-    emit_public boolean := (SELECT p.proacl IS NULL
-                                   OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) a
-                                              WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
-                            -- (text, text) for the message, and on 17 and later a flush flag
-                            -- with a default.
-                            FROM pg_proc p
-                            WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.proname = 'pg_logical_emit_message'
-                              AND p.proargtypes[2] = 'text'::regtype);
-    wal_record text := CASE WHEN emit_public
-        THEN $w$pg_catalog.pg_logical_emit_message(false, 'snowflake_portable', ''::pg_catalog.text)$w$
-        ELSE format('pg_catalog.setval(%L::pg_catalog.regclass, 1)', s || '.snowflake_portable_wal') END;
-    -- Arming inline: in a read-write transaction under synchronous_commit on (or remote_*).
-    arm_inline text := CASE WHEN emit_public THEN format($w$
-                      OR (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
-                          AND pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.<>) ALL ('{off,local}'::pg_catalog.text[])
-                          AND pg_catalog.pg_current_xact_id() IS NOT NULL
-                          AND %s IS NOT NULL
-                          AND pg_catalog.set_config('snowflake_portable.armed', '1', true) IS NOT NULL)$w$, wal_record)
-        ELSE '' END;
 BEGIN
     PERFORM _snowflake_revoke_others();
 
@@ -1148,29 +1083,7 @@ BEGIN
             SELECT %2$s::integer, %2$s::integer IS NOT NULL, false;
         END;
 
-        -- Arms the transaction (see Durability): called by the fast path when arming it inline
-        -- cannot (a read-only transaction: refused; synchronous_commit off or local), and by the
-        -- other minting functions. No SET clause (that would cost about 2 microseconds a call),
-        -- so every name is qualified; runs as the owner, who may write to the commit table and
-        -- to the sequence whose setval() is the WAL record when pg_logical_emit_message is not
-        -- PUBLIC's to run.
-        CREATE OR REPLACE FUNCTION %1$s._snowflake_arm() RETURNS boolean
-        LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-        AS $body$
-        BEGIN
-            IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
-                PERFORM %1$s._snowflake_refuse_read_only();
-            END IF;
-            IF pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=) ANY ('{off,local}'::pg_catalog.text[]) THEN
-                PERFORM %1$s._snowflake_arm_commit();
-                PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
-            END IF;
-            PERFORM pg_catalog.pg_current_xact_id(), %4$s,
-                    pg_catalog.set_config('snowflake_portable.armed', '1', true);
-            RETURN true;
-        END
-        $body$;
-    $f$, s, coalesce(worker::text, 'NULL'), layout, wal_record);
+    $f$, s, coalesce(worker::text, 'NULL'), layout);
 
 
     -- Moves (see Locking protocol), written with this configuration's constants so that the
@@ -1278,9 +1191,10 @@ BEGIN
             IF %2$s::integer IS NULL THEN
                 PERFORM _snowflake_unset();
             END IF;
-            IF current_setting('snowflake_portable.armed', true) IS DISTINCT FROM '1' THEN
-                -- Called directly, not through snowflake_nextval().
-                PERFORM _snowflake_arm();
+            -- The fast path sends a read-only transaction here, before its nextval() would fail
+            -- without saying which worker or what to do.
+            IF current_setting('transaction_read_only') = 'on' THEN
+                PERFORM _snowflake_refuse_read_only();
             END IF;
             LOOP
                 attempts := attempts + 1;
@@ -1329,9 +1243,8 @@ BEGIN
         END
         $body$;
 
-        -- snowflake_nextval_batch(n): n consecutive ids, from one move. `armed` is there so that
-        -- the wrapper arms the transaction before this runs.
-        CREATE OR REPLACE FUNCTION %1$s._snowflake_batch(n integer, armed boolean) RETURNS SETOF bigint
+        -- snowflake_nextval_batch(n): n consecutive ids, from one move.
+        CREATE OR REPLACE FUNCTION %1$s._snowflake_batch(n integer) RETURNS SETOF bigint
         LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
         SET search_path = pg_catalog, %1$s, pg_temp
         SET lock_timeout = '10s'
@@ -1356,8 +1269,8 @@ BEGIN
             IF %2$s::integer IS NULL THEN
                 PERFORM _snowflake_unset();
             END IF;
-            IF current_setting('snowflake_portable.armed', true) IS DISTINCT FROM '1' THEN
-                PERFORM _snowflake_arm();
+            IF current_setting('transaction_read_only') = 'on' THEN
+                PERFORM _snowflake_refuse_read_only();
             END IF;
             BEGIN
                 PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
@@ -1408,37 +1321,34 @@ BEGIN
             CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval() RETURNS bigint
             LANGUAGE sql VOLATILE PARALLEL UNSAFE
             RETURN CASE
-                WHEN (pg_catalog.current_setting('snowflake_portable.armed', true) OPERATOR(pg_catalog.=) '1'%5$s
-                      OR %1$s._snowflake_arm())
+                WHEN pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
                  AND GREATEST(pg_catalog.pg_sequence_last_value(%2$L::pg_catalog.regclass),
                               (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)::pg_catalog.int8
                                   OPERATOR(pg_catalog.<<) 1,
                               %4$s)
                      OPERATOR(pg_catalog.=) pg_catalog.abs(pg_catalog.pg_sequence_last_value(%2$L::pg_catalog.regclass))
-                THEN %6$s
+                THEN %5$s
                 ELSE %1$s._snowflake_slow()
             END;
-        $f$, s, generation, counter, overflow, arm_inline, accepted);
+        $f$, s, generation, counter, overflow, accepted);
     END IF;
 
-    -- The owner's calls arm their transaction too (their moves must outlive a crash), before
-    -- the implementation runs (arguments are evaluated first).
     EXECUTE format($f$
         CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval_batch(n integer) RETURNS SETOF bigint
         LANGUAGE sql VOLATILE PARALLEL UNSAFE
         BEGIN ATOMIC
-            SELECT id FROM %1$s._snowflake_batch(n, %1$s._snowflake_arm()) AS id;
+            SELECT id FROM %1$s._snowflake_batch(n) AS id;
         END;
 
         CREATE OR REPLACE FUNCTION %1$s.snowflake_restore_mark(above bigint) RETURNS bigint
         LANGUAGE sql VOLATILE PARALLEL UNSAFE
-        RETURN %1$s._snowflake_restore_mark(above, %1$s._snowflake_arm());
+        RETURN %1$s._snowflake_restore_mark(above);
 
         CREATE OR REPLACE FUNCTION %1$s.snowflake_rewind(worker integer)
         RETURNS TABLE (next_id bigint, reserved_from bigint, reserved_to bigint)
         LANGUAGE sql VOLATILE PARALLEL UNSAFE
         BEGIN ATOMIC
-            SELECT r.next_id, r.reserved_from, r.reserved_to FROM %1$s._snowflake_rewind(worker, %1$s._snowflake_arm()) AS r;
+            SELECT r.next_id, r.reserved_from, r.reserved_to FROM %1$s._snowflake_rewind(worker) AS r;
         END;
     $f$, s);
 
@@ -1534,8 +1444,7 @@ BEGIN
           AND p.proname IN ('_snowflake_write_functions', '_snowflake_require_owner', 'snowflake_set_worker_id',
                             '_snowflake_time_error', '_snowflake_revoke_others', 'snowflake_set_layout',
                             '_snowflake_restore_mark', '_snowflake_rewind', '_snowflake_unset',
-                            '_snowflake_refuse_read_only', '_snowflake_lock_error',
-                            '_snowflake_arm_commit', '_snowflake_commit_check')
+                            '_snowflake_refuse_read_only', '_snowflake_lock_error')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f, current_schema());
     END LOOP;
@@ -1593,11 +1502,13 @@ BEGIN
         END IF;
     END IF;
 
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
-                   WHERE tgrelid = 'snowflake_portable_commit'::regclass AND tgname = 'snowflake_portable_commit') THEN
-        CREATE CONSTRAINT TRIGGER snowflake_portable_commit AFTER INSERT ON snowflake_portable_commit
-            DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION _snowflake_commit_check();
-    END IF;
+    -- What an earlier version kept to turn synchronous_commit on at each minting transaction's
+    -- commit (see Durability), and its functions' old signatures: nothing calls them now.
+    DROP TABLE IF EXISTS snowflake_portable_commit;
+    DROP SEQUENCE IF EXISTS snowflake_portable_wal;
+    DROP FUNCTION IF EXISTS _snowflake_arm(), _snowflake_arm_commit(), _snowflake_commit_check(),
+        _snowflake_batch(integer, boolean), _snowflake_restore_mark(bigint, boolean),
+        _snowflake_rewind(integer, boolean);
     -- 0.3.0's configuration table, now in _snowflake_config().
     IF pg_catalog.to_regclass(pg_catalog.format('%I.snowflake_portable_config', current_schema())) IS NOT NULL THEN
         DROP TABLE snowflake_portable_config;
