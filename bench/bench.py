@@ -55,9 +55,10 @@ AUTO = "snowflake_nextval(), worker id leased (auto)"
 # The portable edition (sql/portable/snowflake_portable.sql), installed in the schema `portable`
 # of the same server with a worker id of its own.
 PORTABLE = "portable edition: snowflake_nextval()"
-PORTABLE_SQL = ("CREATE SCHEMA portable; SET search_path = portable;\n"
+# (In one transaction, as the file requires.)
+PORTABLE_SQL = ("BEGIN; CREATE SCHEMA portable; SET search_path = portable;\n"
                 + (ROOT / "sql" / "portable" / "snowflake_portable.sql").read_text()
-                + "\nRESET search_path; SELECT portable.snowflake_set_worker_id(2);")
+                + "\nCOMMIT; RESET search_path; SELECT portable.snowflake_set_worker_id(2);")
 # The floor is a symbol of our library that the extension's SQL does not declare (src/mint/bench_floor.rs).
 FLOOR_SQL = ("CREATE FUNCTION snowflake_bench_floor(integer) RETURNS bigint VOLATILE PARALLEL SAFE "
              "LANGUAGE c AS 'snowflake_ext', 'snowflake_bench_floor_wrapper';")

@@ -1311,3 +1311,159 @@ fn the_install_refuses_an_operator_another_role_planted_in_its_schema_naming_it(
         .scalar("SELECT count(*) FROM pg_proc WHERE pronamespace = 'ids'::regnamespace AND proname LIKE '%snowflake%'");
     assert_eq!(functions, 0, "the refused install left functions behind");
 }
+
+/// Runs `sql/portable/snowflake_portable.sql` with psql as `role` in `db` statement by statement
+/// (without `-1`), with `ON_ERROR_STOP` on or off.
+fn run_file_without_one_transaction(
+    cluster: &Cluster,
+    db: &str,
+    role: &str,
+    on_error_stop: bool,
+) -> (bool, String) {
+    let out = std::process::Command::new(cluster.bin("psql"))
+        .args(["-h", "127.0.0.1", "-p", &cluster.port.to_string()])
+        .args(["-U", role, "-d", db, "-X", "-q"])
+        .args(["-v", &format!("ON_ERROR_STOP={}", on_error_stop as i32)])
+        .args([
+            "-f",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/sql/portable/snowflake_portable.sql"
+            ),
+        ])
+        .output()
+        .expect("run psql");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The issue's F5: the file run again without `-1` while a caller whose search_path holds
+/// planted functions mints once replaced the functions one at a time, and those that run as the
+/// owner ran the planted ones meanwhile (the worker id changed from 4 to 77). The file refuses
+/// to run outside one transaction, and nothing changes: with ON_ERROR_STOP psql stops at the
+/// refusal; without it every later statement fails.
+#[test]
+fn the_file_run_outside_one_transaction_refuses_and_changes_nothing_while_a_planted_caller_mints() {
+    let cluster = plain_server("portable-not-one-transaction", &[]);
+    portable_database(&cluster, "app");
+    let mut su = cluster.connect_to("app");
+    su.batch_execute(
+        "CREATE ROLE mallory LOGIN; GRANT CREATE ON DATABASE app TO mallory;
+         ALTER ROLE mallory SET search_path = evil, ids, pg_catalog",
+    )
+    .unwrap();
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("SELECT snowflake_set_worker_id(4); GRANT USAGE ON SCHEMA ids TO mallory")
+        .unwrap();
+    // Better matches than the built-ins for what the minting functions call, each leaving a
+    // trace and trying to change the worker id as whoever runs it.
+    let mut mallory = connect_as(&cluster, "app", "mallory");
+    let mut plant = String::from(
+        "CREATE SCHEMA evil; CREATE TABLE evil.loot (who text); GRANT USAGE ON SCHEMA evil TO PUBLIC;
+         GRANT INSERT ON evil.loot TO PUBLIC;
+         CREATE FUNCTION evil.strike(what text) RETURNS void LANGUAGE plpgsql AS $$
+         BEGIN
+             INSERT INTO evil.loot VALUES (current_user || ' via ' || what);
+             BEGIN PERFORM ids.snowflake_set_worker_id(77); EXCEPTION WHEN OTHERS THEN NULL; END;
+         END $$;",
+    );
+    for (f, args, ret, call) in [
+        ("nextval", "regclass", "bigint", "pg_catalog.nextval($1)"),
+        ("currval", "regclass", "bigint", "pg_catalog.currval($1)"),
+        (
+            "setval",
+            "regclass, bigint",
+            "bigint",
+            "pg_catalog.setval($1, $2)",
+        ),
+        (
+            "pg_sequence_last_value",
+            "regclass",
+            "bigint",
+            "pg_catalog.pg_sequence_last_value($1)",
+        ),
+        (
+            "current_setting",
+            "text",
+            "text",
+            "pg_catalog.current_setting($1)",
+        ),
+        (
+            "clock_timestamp",
+            "",
+            "timestamptz",
+            "pg_catalog.clock_timestamp()",
+        ),
+        (
+            "pg_current_xact_id",
+            "",
+            "xid8",
+            "pg_catalog.pg_current_xact_id()",
+        ),
+        (
+            "date_part",
+            "text, timestamptz",
+            "float8",
+            "pg_catalog.date_part($1, $2)",
+        ),
+    ] {
+        plant.push_str(&format!(
+            "CREATE FUNCTION evil.{f}({args}) RETURNS {ret} LANGUAGE plpgsql AS $$
+             BEGIN PERFORM evil.strike('{f}'); RETURN {call}; END $$;"
+        ));
+    }
+    mallory.batch_execute(&plant).unwrap();
+    let functions = "SELECT string_agg(p.oid::regprocedure || coalesce(p.proconfig::text, '') || p.prosrc, ';' ORDER BY p.oid)
+                     FROM pg_proc p WHERE p.pronamespace = 'ids'::regnamespace";
+    let before: String = su.scalar(functions);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let minting = {
+        let stop = stop.clone();
+        let conninfo = cluster
+            .conninfo("app")
+            .replace("user=postgres", "user=mallory");
+        std::thread::spawn(move || {
+            let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+            let mut minted = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                minted.push(c.scalar::<i64>("SELECT ids.snowflake_nextval()"));
+                minted.extend(ids(&mut c, "SELECT ids.snowflake_nextval_batch(10)"));
+            }
+            minted
+        })
+    };
+    for on_error_stop in [true, false] {
+        let (ok, out) = run_file_without_one_transaction(&cluster, "app", "app", on_error_stop);
+        assert!(
+            out.contains("must run as one transaction")
+                && out.contains("HINT:  Run it with psql -1"),
+            "{out}"
+        );
+        assert!(!ok || !on_error_stop, "{out}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let minted = minting.join().unwrap();
+    assert!(!minted.is_empty());
+
+    let loot: Vec<String> = su
+        .query("SELECT who FROM evil.loot", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(loot.is_empty(), "planted code ran: {loot:?}");
+    let after: String = su.scalar(functions);
+    assert_eq!(before, after, "the functions changed");
+    let mut app = connect_as(&cluster, "app", "app");
+    let more = singles(&mut app, 10);
+    assert!(more.iter().chain(&minted).all(|&id| worker_of(id) == 4));
+    let all: Vec<i64> = minted.into_iter().chain(more).collect();
+    assert_no_duplicates(&all);
+}

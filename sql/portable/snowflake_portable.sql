@@ -104,12 +104,28 @@
 -- Before anything else, and with nothing looked up by name on the installing session's
 -- search_path (a schema others may create in, such as public on PostgreSQL 14, could hold a
 -- better match for any operator or function): remember the schema to install into and the
--- session's search_path, and resolve names in pg_catalog only until the checks below pass.
+-- session's search_path.
+--
+-- The file runs as one transaction or not at all. Run statement by statement (psql without -1),
+-- each CREATE OR REPLACE would commit alone, and the functions that run as the owner would run,
+-- until the file's last block pins their search_path again, with the search_path of whoever
+-- calls them: a caller's planted functions would run as the owner. PostgreSQL tells SQL nothing
+-- of the transaction block it runs in, so this statement leaves a transaction-local mark that
+-- only a later statement of the same transaction can see (psql -1, BEGIN ... COMMIT, CREATE
+-- EXTENSION, several statements sent as one query); the next statement refuses without it. A
+-- refusal is an error, which takes back what its statement did, so this statement also sets a
+-- search_path that names no schema: should psql go on after the refusal (without
+-- ON_ERROR_STOP), every CREATE below fails ("no schema has been selected to create in") and
+-- every later block finds nothing, until the last statement sets the session's search_path back.
 DO $path$
 BEGIN
-    PERFORM pg_catalog.set_config('snowflake_portable.schema', COALESCE(pg_catalog.current_schema(), ''), false);
-    PERFORM pg_catalog.set_config('snowflake_portable.search_path', pg_catalog.current_setting('search_path'), false);
-    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false);
+    -- (A search_path left by an earlier run that stopped at the refusal is not remembered.)
+    IF pg_catalog.current_setting('search_path') OPERATOR(pg_catalog.<>) '"snowflake_portable.sql: not in one transaction"' THEN
+        PERFORM pg_catalog.set_config('snowflake_portable.schema', COALESCE(pg_catalog.current_schema(), ''), false);
+        PERFORM pg_catalog.set_config('snowflake_portable.search_path', pg_catalog.current_setting('search_path'), false);
+    END IF;
+    PERFORM pg_catalog.set_config('search_path', '"snowflake_portable.sql: not in one transaction"', false);
+    PERFORM pg_catalog.set_config('snowflake_portable.one_transaction', 'yes', true);
 END
 $path$;
 
@@ -135,6 +151,15 @@ DECLARE
     minted bigint;
     same_layout boolean;
 BEGIN
+    IF pg_catalog.current_setting('snowflake_portable.one_transaction', true) IS DISTINCT FROM 'yes' THEN
+        RAISE EXCEPTION 'snowflake_portable.sql must run as one transaction: its first statement committed by itself'
+            USING ERRCODE = 'no_active_sql_transaction',
+                  DETAIL = 'Run statement by statement, the functions that run as the installing role would be replaced one at a time, and run meanwhile with their callers'' search_path. Nothing was changed; this session''s search_path names no schema until the file ends.',
+                  HINT = format('Run it with psql -1 (psql -v ON_ERROR_STOP=1 -1 -f snowflake_portable.sql), or between BEGIN and COMMIT; to go on in this session first: SET search_path TO %s;',
+                                pg_catalog.current_setting('snowflake_portable.search_path', true));
+    END IF;
+    -- Names resolve in pg_catalog only until the checks below pass.
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false);
     IF current_setting('server_version_num')::integer < 140000 THEN
         RAISE EXCEPTION 'snowflake_portable needs PostgreSQL 14 or later, not %', current_setting('server_version')
             USING ERRCODE = 'feature_not_supported',
@@ -282,6 +307,11 @@ INSERT INTO snowflake_portable_mover DEFAULT VALUES ON CONFLICT DO NOTHING;
 
 DO $state$
 BEGIN
+    -- (Not reached outside one transaction: see the file's first statement.)
+    IF pg_catalog.current_setting('snowflake_portable.one_transaction', true) IS DISTINCT FROM 'yes' THEN
+        RAISE EXCEPTION 'snowflake_portable.sql must run as one transaction'
+            USING ERRCODE = 'no_active_sql_transaction', HINT = 'Run it with psql -1, or between BEGIN and COMMIT.';
+    END IF;
     -- A generation never set reads NULL: start it expired (deadline 0), so the first id moves.
     IF pg_catalog.pg_sequence_last_value('snowflake_portable_generation') IS NULL THEN
         PERFORM pg_catalog.setval('snowflake_portable_generation', 1);
@@ -1437,6 +1467,11 @@ DECLARE
     old_called boolean;
     g bigint;
 BEGIN
+    -- (Not reached outside one transaction: see the file's first statement.)
+    IF pg_catalog.current_setting('snowflake_portable.one_transaction', true) IS DISTINCT FROM 'yes' THEN
+        RAISE EXCEPTION 'snowflake_portable.sql must run as one transaction'
+            USING ERRCODE = 'no_active_sql_transaction', HINT = 'Run it with psql -1, or between BEGIN and COMMIT.';
+    END IF;
     FOR f IN
         SELECT p.oid::regprocedure
         FROM pg_catalog.pg_proc p
