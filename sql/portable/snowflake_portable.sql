@@ -76,6 +76,19 @@
 -- later SET LOCAL, a function's SET clause, a custom setting set ahead): a promise resting on
 -- it did not hold, and it cost a single-row INSERT more than a quarter of its instructions.
 --
+-- Copies. A dump restored into another database or cluster holds the worker id and the counter
+-- of the original, which goes on minting the same ids. snowflake_set_worker_id() records where
+-- it was run: the OIDs of the database and of the counter (_snowflake_home(), written with the
+-- configuration; running the file again carries it). A restore gives the counter another OID,
+-- and a database of another cluster has its own; pg_upgrade keeps both (from PostgreSQL 15 on
+-- it keeps database OIDs; this file needs 14 or later, so every upgrade lands on 15 or later),
+-- and so do a standby and a base backup, which are the same cluster. The fast path compares the
+-- counter's OID, as bound in its body, with the recorded one: both constants, folded when the
+-- call is planned, so this costs nothing, and in a copy the expression is the slow path alone,
+-- which (like every move) compares both OIDs and refuses until the copy's owner sets a worker
+-- id. (Not seen: a copy in another cluster whose database and counter got the very OIDs of the
+-- original's; a copy of an install older than the record, once the file has run in it.)
+--
 -- Trust. The state belongs to the role that installed the file, which must own the schema; no
 -- other role may create objects in the schema, and the install refuses, naming it, any object
 -- there that name resolution could bind instead of the file's own (an operator, a function or
@@ -822,7 +835,9 @@ BEGIN
                   DETAIL = format('Worker ids of layout %s are %s bits: 0 to %s.', layout, _snowflake_worker_bits(layout), max_worker),
                   HINT = format('Give each database, or each writer that must not collide, its own worker id between 0 and %s.', max_worker);
     END IF;
-    PERFORM _snowflake_write_functions(worker, layout);
+    -- Here: setting the worker id is also what a restored copy's owner does to let it mint
+    -- (see Copies).
+    PERFORM _snowflake_write_functions(worker, layout, NULL, NULL);
     RETURN worker;
 END
 $$;
@@ -862,7 +877,8 @@ BEGIN
                   HINT = 'Set a worker id that fits first: SELECT snowflake_set_worker_id(...);';
     END IF;
     EXECUTE format('ALTER SEQUENCE snowflake_portable_counter INCREMENT BY %s', _snowflake_increment(chosen));
-    PERFORM _snowflake_write_functions(worker, chosen);
+    PERFORM _snowflake_write_functions(worker, chosen, (SELECT h.db FROM _snowflake_home() h),
+                                       (SELECT h.counter FROM _snowflake_home() h));
     RETURN chosen;
 END
 $$;
@@ -1082,12 +1098,16 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION _snowflake_write_functions(worker integer, layout text) RETURNS void
+-- home_db and home_counter: where the worker id was set (see Copies), NULL for here.
+CREATE OR REPLACE FUNCTION _snowflake_write_functions(worker integer, layout text, home_db oid, home_counter oid)
+RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     s text := _snowflake_schema()::text;
     counter text := s || '.snowflake_portable_counter';
+    here_db constant oid := (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database());
+    here_counter constant oid := counter::regclass;
     generation text := s || '.snowflake_portable_generation';
     wb integer := _snowflake_worker_bits(layout);
     sb integer := _snowflake_seq_bits(layout);
@@ -1106,6 +1126,35 @@ BEGIN
             SELECT %2$s::integer, %3$L::text;
         END;
 
+        -- Where the worker id was set (see Copies): the OIDs of the database and of the counter.
+        CREATE OR REPLACE FUNCTION %1$s._snowflake_home(OUT db oid, OUT counter oid)
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        BEGIN ATOMIC
+            SELECT %4$s::oid, %5$s::oid;
+        END;
+
+        -- Refuses to mint in a copy of the schema that pg_dump made and a restore put in another
+        -- database or cluster (see Copies). Called by the slow path and by every move.
+        CREATE OR REPLACE FUNCTION %1$s._snowflake_check_home() RETURNS void
+        LANGUAGE plpgsql STABLE
+        AS $body$
+        DECLARE
+            here_db oid := (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database());
+            here_counter oid := %6$L::pg_catalog.regclass;
+            owner text := (SELECT n.nspowner::pg_catalog.regrole::pg_catalog.text FROM pg_catalog.pg_namespace n WHERE n.oid OPERATOR(pg_catalog.=) %7$L::pg_catalog.regnamespace);
+        BEGIN
+            IF %2$s::integer IS NULL OR (here_db OPERATOR(pg_catalog.=) %4$s AND here_counter OPERATOR(pg_catalog.=) %5$s) THEN
+                RETURN;
+            END IF;
+            RAISE EXCEPTION 'schema %% is a copy: its snowflake worker id %% was set in the database of OID %% (counter %%), not in this one (OID %%, counter %%)',
+                    %7$L, %2$s, %4$s, %5$s, here_db, here_counter
+                USING ERRCODE = '55000',
+                      DETAIL = 'A dump restored into another database or cluster mints the ids of the original, which goes on minting them too: the copy refuses until its owner says which worker id it mints with.',
+                      HINT = pg_catalog.format('If no other copy of this schema mints with worker %%s (the original is gone), its owner (%%s) says so: SELECT %%s.snowflake_set_worker_id(%%s); else the owner gives it a worker id no other writer uses: SELECT %%s.snowflake_set_worker_id(n); then, either way, restores the mark above every id it may hold: SELECT %%s.snowflake_restore_mark((SELECT max(id) FROM ...));',
+                                               %2$s, owner, %7$L, %2$s, %7$L, %7$L);
+        END
+        $body$;
+
         -- (worker_id, is_set, preloaded) as in the native edition; preloaded is always false here.
         CREATE OR REPLACE FUNCTION %1$s.snowflake_worker_id(OUT worker_id integer, OUT is_set boolean, OUT preloaded boolean)
         LANGUAGE sql STABLE PARALLEL SAFE
@@ -1113,7 +1162,8 @@ BEGIN
             SELECT %2$s::integer, %2$s::integer IS NOT NULL, false;
         END;
 
-    $f$, s, coalesce(worker::text, 'NULL'), layout);
+    $f$, s, coalesce(worker::text, 'NULL'), layout, coalesce(home_db, here_db), coalesce(home_counter, here_counter),
+        counter, s);
 
 
     -- Moves (see Locking protocol), written with this configuration's constants so that the
@@ -1143,6 +1193,7 @@ BEGIN
             c bigint;
             clock_id bigint;
         BEGIN
+            PERFORM _snowflake_check_home();
             -- The marker: from here to the new stable value no session accepts a value of nextval().
             PERFORM setval('snowflake_portable_generation', -(2 * deadline + 1));
             c := nextval('snowflake_portable_counter');
@@ -1151,7 +1202,9 @@ BEGIN
             IF clock_id > first_id THEN
                 -- Following the clock. A step of more than a second may be a jump of the clock (or
                 -- an idle spell: SQL cannot tell), which snowflake_rewind can undo: remember it.
-                IF ((clock_id >> %4$s) - (first_id >> %4$s)) * %5$s > 1000 THEN
+                -- (Not the first move of a counter that no move took out of time unit 0, where
+                -- the install left it: that move comes from the epoch, not from a clock.)
+                IF first_id >> %4$s > 0 AND ((clock_id >> %4$s) - (first_id >> %4$s)) * %5$s > 1000 THEN
                     IF reserved_to > 0 AND c < reserved_from THEN
                         -- A range an earlier rewind reserved lies ahead (moves skip it): this
                         -- move may pass it, and forget it. The jump starts no later than the
@@ -1221,6 +1274,8 @@ BEGIN
             IF %2$s::integer IS NULL THEN
                 PERFORM _snowflake_unset();
             END IF;
+            -- The fast path sends every call of a copy here (see Copies).
+            PERFORM _snowflake_check_home();
             -- The fast path sends a read-only transaction here, before its nextval() would fail
             -- without saying which worker or what to do.
             IF current_setting('transaction_read_only') = 'on' THEN
@@ -1351,7 +1406,8 @@ BEGIN
             CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval() RETURNS bigint
             LANGUAGE sql VOLATILE PARALLEL UNSAFE
             RETURN CASE
-                WHEN pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+                WHEN %3$L::pg_catalog.regclass::pg_catalog.oid OPERATOR(pg_catalog.=) %6$s::pg_catalog.oid
+                 AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
                  AND GREATEST(pg_catalog.pg_sequence_last_value(%2$L::pg_catalog.regclass),
                               (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)::pg_catalog.int8
                                   OPERATOR(pg_catalog.<<) 1,
@@ -1360,7 +1416,7 @@ BEGIN
                 THEN %5$s
                 ELSE %1$s._snowflake_slow()
             END;
-        $f$, s, generation, counter, overflow, accepted);
+        $f$, s, generation, counter, overflow, accepted, coalesce(home_counter, here_counter));
     END IF;
 
     EXECUTE format($f$
@@ -1466,6 +1522,8 @@ DECLARE
     old_last bigint;
     old_called boolean;
     g bigint;
+    home_db oid;
+    home_counter oid;
 BEGIN
     -- (Not reached outside one transaction: see the file's first statement.)
     IF pg_catalog.current_setting('snowflake_portable.one_transaction', true) IS DISTINCT FROM 'yes' THEN
@@ -1522,7 +1580,16 @@ BEGIN
        <> _snowflake_increment(cfg_layout) THEN
         EXECUTE format('ALTER SEQUENCE snowflake_portable_counter INCREMENT BY %s', _snowflake_increment(cfg_layout));
     END IF;
-    PERFORM _snowflake_write_functions(cfg_worker, cfg_layout);
+    -- Where the worker id was set: carried, so that running the file in a restored copy does not
+    -- make it the original (see Copies); here, for an install older than the record.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc
+               WHERE pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = current_schema())
+                 AND proname = '_snowflake_home') THEN
+        EXECUTE 'SELECT db, counter FROM _snowflake_home()' INTO home_db, home_counter;
+    END IF;
+    -- (The writer before it took no record.)
+    DROP FUNCTION IF EXISTS _snowflake_write_functions(integer, text);
+    PERFORM _snowflake_write_functions(cfg_worker, cfg_layout, home_db, home_counter);
     -- In Sonyflake's layout, a range a rewind reserved keeps the fast path shut until the
     -- counter has passed it (see _snowflake_advance); an earlier version's rewind left it open.
     -- Set the marker of a later deadline (2 more: no stable value published comes back), as a
