@@ -3,11 +3,12 @@
 //! the library, many sessions at once, the clock stepped back while running and across a
 //! `kill -9`, a standby that refuses and is then promoted; and beside the native edition: the
 //! same decoding for random ids of every preset layout, and a live table moved from one edition
-//! to the other and back; objects planted in its schema refused at install, savepoints and a
-//! later `SET LOCAL synchronous_commit = off` across a `kill -9`, an id that a lone `SELECT`
-//! minted from a rolled-back transaction's log-ahead across a `kill -9`, a move under way waited
-//! for under a clock before 1913, the owner's rewind after a forward clock jump, and the file
-//! run over its 0.3.0 install. (pg_upgrade: tests/upgrade.rs.)
+//! to the other and back; objects planted in its schema refused at install, a sequence's
+//! durability across a `kill -9` under `synchronous_commit` on and off (whatever the caller sets
+//! before committing), a move under way waited for under a clock before 1913, the owner's rewind
+//! after a forward clock jump (and none after an install), the file run over its 0.3.0 install
+//! and refused outside one transaction, a restored copy that refuses to mint, and the roles that
+//! can hold up moves named, with what ends it. (pg_upgrade: tests/upgrade.rs.)
 
 mod common;
 
@@ -1578,4 +1579,62 @@ fn the_first_move_after_an_install_is_not_a_clock_jump() {
     let after = singles(&mut app, 10);
     let all: Vec<i64> = [before, during, after].concat();
     assert_no_duplicates(&all);
+}
+
+/// F6: a member of `pg_write_all_data` alone can delete the mover's row (moves would then lock
+/// nothing) or hold it in a prepared transaction that the owner cannot end. A move refuses
+/// without the row, saying how the owner puts it back; a wait for a held row names the
+/// transaction, its role and who can end it.
+#[test]
+fn a_member_of_pg_write_all_data_holding_or_deleting_the_movers_row_is_named_with_the_way_out() {
+    let cluster = plain_server("portable-write-all", &["max_prepared_transactions=2"]);
+    portable_database(&cluster, "app");
+    let mut app = connect_as(&cluster, "app", "app");
+    app.batch_execute("SELECT snowflake_set_worker_id(2)")
+        .unwrap();
+    cluster
+        .connect()
+        .batch_execute("CREATE ROLE writer LOGIN IN ROLE pg_write_all_data")
+        .unwrap();
+    let mut writer = connect_as(&cluster, "app", "writer");
+    writer
+        .batch_execute("DELETE FROM ids.snowflake_portable_mover")
+        .unwrap();
+    let e = error_of(&mut app, "SELECT snowflake_nextval_batch(1)");
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(
+        e.message.contains("snowflake_portable_mover is gone"),
+        "{e:?}"
+    );
+    let hint = e.hint.unwrap_or_default();
+    assert!(
+        hint.contains("INSERT INTO ids.snowflake_portable_mover DEFAULT VALUES"),
+        "{hint}"
+    );
+    app.batch_execute("INSERT INTO ids.snowflake_portable_mover DEFAULT VALUES")
+        .unwrap();
+    ids(&mut app, "SELECT snowflake_nextval_batch(10)");
+
+    writer
+        .batch_execute(
+            "BEGIN; UPDATE ids.snowflake_portable_mover SET one = true; PREPARE TRANSACTION 'held'",
+        )
+        .unwrap();
+    let e = error_of(&mut app, "SELECT snowflake_nextval_batch(1)");
+    assert_eq!(e.code, "55P03", "{e:?}");
+    assert!(
+        e.detail
+            .as_deref()
+            .is_some_and(|d| d.contains("prepared transaction 'held' of role writer")
+                && d.contains("pg_write_all_data")),
+        "{e:?}"
+    );
+    assert!(
+        e.hint
+            .as_deref()
+            .is_some_and(|h| h.contains("ROLLBACK PREPARED 'held'") && h.contains("writer")),
+        "{e:?}"
+    );
+    writer.batch_execute("ROLLBACK PREPARED 'held'").unwrap();
+    ids(&mut app, "SELECT snowflake_nextval_batch(10)");
 }

@@ -777,24 +777,50 @@ $$;
 -- ---------------------------------------------------------------------------------------------
 
 -- The error of a wait for the mover's lock that lock_timeout ended, naming the transaction
--- that holds it: the one whose xid locked the row (its xmax).
+-- that holds it (the one whose xid locked the row: its xmax), its role, and who can end it. Who
+-- can lock the row: the owner, superusers, and members of pg_write_all_data (an UPDATE of the
+-- row, or a DELETE, needs no read privilege), nobody else.
 CREATE OR REPLACE FUNCTION _snowflake_lock_error(worker integer) RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    holder text := (SELECT string_agg(CASE WHEN l.pid IS NOT NULL THEN format('process %s', l.pid)
-                                           ELSE format('prepared transaction %L', p.gid) END, ', ')
-                    FROM snowflake_portable_mover m
-                    JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = m.xmax
-                                   AND l.mode = 'ExclusiveLock' AND l.granted
-                    LEFT JOIN pg_prepared_xacts p ON p.transaction = m.xmax);
+    h record;
 BEGIN
+    SELECT l.pid, p.gid, coalesce(a.usename::text, p.owner::text) AS role, p.database
+    INTO h
+    FROM snowflake_portable_mover m
+    JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = m.xmax
+                   AND l.mode = 'ExclusiveLock' AND l.granted
+    LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+    LEFT JOIN pg_prepared_xacts p ON p.transaction = m.xmax
+    LIMIT 1;
     RAISE EXCEPTION 'waited % for a move of the snowflake counter of worker %', current_setting('lock_timeout'),
             coalesce(worker::text, 'NULL')
         USING ERRCODE = '55P03',
-              DETAIL = format('The row of snowflake_portable_mover is locked by %s. A move holds it for microseconds; a transaction that holds it longer locked it itself, which only the owner of the schema (and a role that can read and write every table) can.',
-                              coalesce(holder, 'a transaction that has ended since')),
-              HINT = 'End that transaction (or ROLLBACK PREPARED it): SELECT pid, xact_start, query FROM pg_stat_activity WHERE pid = ...; SELECT gid FROM pg_prepared_xacts.';
+              DETAIL = format('The row of snowflake_portable_mover is locked by %s. A move holds it for microseconds; a transaction that holds it longer locked it itself, which only the owner of schema %s, superusers and members of pg_write_all_data can do.',
+                              CASE WHEN h.pid IS NOT NULL THEN format('process %s of role %s', h.pid, h.role)
+                                   WHEN h.gid IS NOT NULL THEN format('prepared transaction %L of role %s', h.gid, h.role)
+                                   ELSE 'a transaction that has ended since' END,
+                              _snowflake_schema()),
+              HINT = CASE
+                  WHEN h.pid IS NOT NULL THEN format('Role %1$s, a superuser or a member of pg_signal_backend can end it: SELECT pg_terminate_backend(%2$s); else ask one of them to.', h.role, h.pid)
+                  WHEN h.gid IS NOT NULL THEN format('Only role %1$s or a superuser can end it, connected to database %2$s: ROLLBACK PREPARED %3$L; else ask one of them to.', h.role, h.database, h.gid)
+                  ELSE 'Try again: the transaction that held the lock has ended.' END;
+END
+$$;
+
+-- Moves lock the mover's row: if it is gone (a member of pg_write_all_data may DELETE it), they
+-- would lock nothing and could race; they refuse instead.
+CREATE OR REPLACE FUNCTION _snowflake_mover_gone(worker integer) RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+    RAISE EXCEPTION 'the row of %.snowflake_portable_mover is gone: the snowflake counter of worker % cannot move', _snowflake_schema(),
+            coalesce(worker::text, 'NULL')
+        USING ERRCODE = '55000',
+              DETAIL = format('Moves of the counter take turns by locking that row; only the owner of schema %s, superusers and members of pg_write_all_data can delete it.', _snowflake_schema()),
+              HINT = format('The owner of schema %1$s (%2$s) puts it back: INSERT INTO %1$s.snowflake_portable_mover DEFAULT VALUES; else ask that role to.',
+                            _snowflake_schema(), (SELECT n.nspowner::regrole FROM pg_catalog.pg_namespace n WHERE n.oid = _snowflake_schema()));
 END
 $$;
 
@@ -916,6 +942,9 @@ BEGIN
     floor_id := _snowflake_id(cfg.layout, _snowflake_time_of_id(above, cfg.layout) + 1, coalesce(cfg.worker, 0), 0);
     BEGIN
         PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+        IF NOT FOUND THEN
+            PERFORM _snowflake_mover_gone(cfg.worker);
+        END IF;
         SELECT * INTO r FROM _snowflake_advance(0, floor_id);
         RAISE SQLSTATE 'SF000';
     EXCEPTION
@@ -971,6 +1000,9 @@ BEGIN
     w := cfg.worker;
     BEGIN
         PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+        IF NOT FOUND THEN
+            PERFORM _snowflake_mover_gone(cfg.worker);
+        END IF;
         jump_from := coalesce(pg_sequence_last_value('snowflake_portable_jump_from'), 0);
         jump_base := coalesce(pg_sequence_last_value('snowflake_portable_jump_base'), 0);
         still_from := coalesce(pg_sequence_last_value('snowflake_portable_reserved_from'), 0);
@@ -1304,6 +1336,9 @@ BEGIN
                 moved := NULL;
                 BEGIN
                     PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+                    IF NOT FOUND THEN
+                        PERFORM _snowflake_mover_gone(%2$s);
+                    END IF;
                     -- Move unless another move ended since our reading; a marker (a move that
                     -- died half way, or Sonyflake's id-by-id moves near a reserved range) is moved
                     -- past whatever we read: under the lock, a move is always safe.
@@ -1359,6 +1394,9 @@ BEGIN
             END IF;
             BEGIN
                 PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+                IF NOT FOUND THEN
+                    PERFORM _snowflake_mover_gone(%2$s);
+                END IF;
                 SELECT * INTO r FROM _snowflake_advance(n, NULL);
                 RAISE SQLSTATE 'SF000';
             EXCEPTION
@@ -1537,7 +1575,7 @@ BEGIN
           AND p.proname IN ('_snowflake_write_functions', '_snowflake_require_owner', 'snowflake_set_worker_id',
                             '_snowflake_time_error', '_snowflake_revoke_others', 'snowflake_set_layout',
                             '_snowflake_restore_mark', '_snowflake_rewind', '_snowflake_unset',
-                            '_snowflake_refuse_read_only', '_snowflake_lock_error')
+                            '_snowflake_refuse_read_only', '_snowflake_lock_error', '_snowflake_mover_gone')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f, current_schema());
     END LOOP;
