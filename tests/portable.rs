@@ -905,7 +905,7 @@ fn f1_f2_f3(app: &mut postgres::Client, n: usize) -> Vec<i64> {
 /// transaction committed (and wrote) is never minted again after a crash, whatever the
 /// transaction did before (savepoints, `SET CONSTRAINTS ALL IMMEDIATE`, custom settings, SET
 /// clauses): each commit waits for the flush of every WAL record before it, the counter's too.
-/// (Before 0.4.1 the same held through a commit-time check that callers could defeat; the rule
+/// (Before issue 42 the same held through a commit-time check that callers could defeat; the rule
 /// is PostgreSQL's now.)
 #[test]
 fn ids_committed_under_synchronous_commit_on_are_never_issued_again_after_a_crash() {
