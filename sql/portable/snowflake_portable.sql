@@ -50,10 +50,11 @@
 -- made one at a time, by the slow path (and batches, snowflake_restore_mark, snowflake_rewind),
 -- each holding a row lock on snowflake_portable_mover taken FOR UPDATE inside a PL/pgSQL block
 -- that always ends by an error (its own when all went well), so the lock goes with the block's
--- subtransaction, whatever error or cancellation lands where. Only roles that may UPDATE and
--- SELECT that table can lock its row: the owner (and roles that can write and read every table:
--- see Trust); no other role can take what the minting path waits on, and no prepared transaction
--- can hold it. A waiter gives up after 10 s with an error. A second sequence,
+-- subtransaction, whatever error or cancellation lands where. Only roles that may UPDATE (or
+-- DELETE from) that table can lock its row: the owner, superusers and members of
+-- pg_write_all_data (see Trust); no other role can take what a move waits on. A waiter gives up
+-- after 10 s with an error naming the holder, its role and who can end it; a move that finds the
+-- row gone (deleted) refuses rather than move unlocked. A second sequence,
 -- snowflake_portable_generation, is a seqlock that also carries the deadline: stable, it holds
 -- 2 * deadline + 1 (Unix ms); during a move, the negative of the next stable value. A move sets
 -- the marker, takes nextval(), sets the counter, sets the new stable value. The fast path reads
