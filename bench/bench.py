@@ -55,9 +55,10 @@ AUTO = "snowflake_nextval(), worker id leased (auto)"
 # The portable edition (sql/portable/snowflake_portable.sql), installed in the schema `portable`
 # of the same server with a worker id of its own.
 PORTABLE = "portable edition: snowflake_nextval()"
-PORTABLE_SQL = ("CREATE SCHEMA portable; SET search_path = portable;\n"
+# (In one transaction, as the file requires.)
+PORTABLE_SQL = ("BEGIN; CREATE SCHEMA portable; SET search_path = portable;\n"
                 + (ROOT / "sql" / "portable" / "snowflake_portable.sql").read_text()
-                + "\nRESET search_path; SELECT portable.snowflake_set_worker_id(2);")
+                + "\nCOMMIT; RESET search_path; SELECT portable.snowflake_set_worker_id(2);")
 # The floor is a symbol of our library that the extension's SQL does not declare (src/mint/bench_floor.rs).
 FLOOR_SQL = ("CREATE FUNCTION snowflake_bench_floor(integer) RETURNS bigint VOLATILE PARALLEL SAFE "
              "LANGUAGE c AS 'snowflake_ext', 'snowflake_bench_floor_wrapper';")
@@ -482,7 +483,8 @@ PORTABLE_LADDER = [
     ("+ the worker-field check and `currval()`", "ladder.worker_field()"),
     ("+ the seqlock: two readings of the generation", "ladder.seqlock()"),
     ("+ the clock against the deadline", "ladder.clock()"),
-    ("+ the transaction's durability: the edition as installed", "portable.snowflake_nextval()"),
+    # (The copy check, two constants, is folded when the call is planned: nothing to count.)
+    ("+ the read-only check: the edition as installed", "portable.snowflake_nextval()"),
 ]
 
 
@@ -849,6 +851,54 @@ def free_port():
     sys.exit("bench: no free port between 10000 and 19999 (each claimed in /tmp/snowflake_ext-ports)")
 
 
+UUIDV7 = "uuid v7 (PL/pgSQL)"
+
+
+def portable_only(work, port, n, repeats, m3_seconds, m3_repeats):
+    """`--portable`: the portable edition beside nextval(), the UUIDs and Instagram's function,
+    on a server that loads no library (as the edition's servers do), so that it needs nothing
+    but PostgreSQL: M1 (one session, n ids) and M3 (single-row INSERT, 2 and 8 clients)."""
+    server = Server(work / "portable-data", port, ["shared_preload_libraries=", "shared_buffers=256MB",
+                                                   "max_wal_size=8GB", "checkpoint_timeout=30min",
+                                                   "fsync=on", "synchronous_commit=on"])
+    server.start()
+    try:
+        server.psql("CREATE SEQUENCE bench_seq;" + UUIDV7_PLPGSQL + INSTAGRAM_SQL)
+        server.psql(PORTABLE_SQL)
+        version, _ = server.psql("SELECT version()")
+        generators = {NV: "nextval('bench_seq')", "gen_random_uuid()": "gen_random_uuid()", UUIDV7: "uuidv7()",
+                      PORTABLE: "portable.snowflake_nextval()", INSTAGRAM: "instagram_next_id()",
+                      "empty loop: count(1)": "1"}
+        print(f"== M1: one session, {fmt(n)} ids, {3 * repeats} rounds", flush=True)
+        _, m1_ms = m1(server, n, 3 * repeats, generators, extras=False)
+        labels = ["bigserial", "uuid v4 (gen_random_uuid)", UUIDV7, PORTABLE, INSTAGRAM]
+        for label in list(M3_TABLES):
+            if label not in labels:
+                del M3_TABLES[label]
+        print(f"== M3: pgbench INSERT at 2 and 8 clients, {m3_repeats} rounds of {m3_seconds} s", flush=True)
+        create_tables(server, labels)
+        m3_res = m3(server, m3_seconds, m3_repeats, [2, 8])
+    finally:
+        server.destroy()
+    med = statistics.median
+    us = {k: med(v) * 1000 / n for k, v in m1_ms.items()}
+    lines = [f"Made by `bench/run --portable` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
+             f"{version.split(',')[0]}, no library loaded; fsync and synchronous_commit on.", "",
+             f"## M1: one session, `SELECT count(G) FROM generate_series(1, {fmt(n)})`, {3 * repeats} rounds", "",
+             "| generator | µs per id (median) | min-max |", "|---|---:|---:|"]
+    for name, ms in sorted(m1_ms.items(), key=lambda kv: med(kv[1])):
+        lines.append(f"| `{name}` | {us[name]:.2f} | {min(ms) * 1000 / n:.2f}-{max(ms) * 1000 / n:.2f} |")
+    lines += [""] + throughput_table(f"M3: pgbench `INSERT`, {m3_seconds} s per run, {m3_repeats} rounds",
+                                     m3_res, "bigserial", [2, 8])
+    ratio = {(ref, c): med(paired_ratios(m3_res[PORTABLE][c], m3_res[ref][c])) for ref in ("bigserial", UUIDV7) for c in (2, 8)}
+    print(f"\nportable edition: {us[PORTABLE]:.2f} µs per id in one session (gen_random_uuid() {us['gen_random_uuid()']:.2f}, "
+          f"PL/pgSQL UUIDv7 {us[UUIDV7]:.2f}, nextval() {us[NV]:.2f}, Instagram's function {us[INSTAGRAM]:.2f}, "
+          f"the empty loop {us['empty loop: count(1)']:.2f}); single-row INSERT tps "
+          + "; ".join(f"at {c} clients {ratio[('bigserial', c)]:.2f}x bigserial's and {ratio[(UUIDV7, c)]:.2f}x "
+                      f"the PL/pgSQL UUIDv7's" for c in (2, 8)) + " (medians of paired rounds)\n")
+    print("\n".join(lines))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--short", action="store_true", help="a few seconds per measurement, results in a temporary directory")
@@ -905,6 +955,9 @@ def main():
     if args.portable_cost:
         print(f"== where the portable edition's instructions go (PostgreSQL {PG_MAJOR}, callgrind)", flush=True)
         print("\n".join(portable_cost(work, ports[1])))
+        return
+    if args.portable and not args.short:
+        portable_only(work, ports[0], n, repeats, m3_seconds, m3_repeats)
         return
     if args.cg_only:
         cg, breakdown = callgrind(work, ports[1], cg_calls)

@@ -118,7 +118,8 @@ fn clients_against_native_and_portable() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    psql(&["-f", portable_sql.to_str().unwrap()]);
+    // In one transaction (-1), as the file requires.
+    psql(&["-1", "-f", portable_sql.to_str().unwrap()]);
     psql(&[
         "-c",
         &format!("SELECT snowflake_set_worker_id({PORTABLE_WORKER})"),

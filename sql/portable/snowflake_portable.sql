@@ -50,10 +50,11 @@
 -- made one at a time, by the slow path (and batches, snowflake_restore_mark, snowflake_rewind),
 -- each holding a row lock on snowflake_portable_mover taken FOR UPDATE inside a PL/pgSQL block
 -- that always ends by an error (its own when all went well), so the lock goes with the block's
--- subtransaction, whatever error or cancellation lands where. Only roles that may UPDATE and
--- SELECT that table can lock its row: the owner (and roles that can write and read every table:
--- see Trust); no other role can take what the minting path waits on, and no prepared transaction
--- can hold it. A waiter gives up after 10 s with an error. A second sequence,
+-- subtransaction, whatever error or cancellation lands where. Only roles that may UPDATE (or
+-- DELETE from) that table can lock its row: the owner, superusers and members of
+-- pg_write_all_data (see Trust); no other role can take what a move waits on. A waiter gives up
+-- after 10 s with an error naming the holder, its role and who can end it; a move that finds the
+-- row gone (deleted) refuses rather than move unlocked. A second sequence,
 -- snowflake_portable_generation, is a seqlock that also carries the deadline: stable, it holds
 -- 2 * deadline + 1 (Unix ms); during a move, the negative of the next stable value. A move sets
 -- the marker, takes nextval(), sets the counter, sets the new stable value. The fast path reads
@@ -66,19 +67,28 @@
 -- back under; values thrown away are lost, never repeated. A move that dies half way leaves the
 -- marker, which the next move (the lock being free) replaces.
 --
--- Durability. The counter's WAL is flushed when a transaction that has an xid, wrote WAL and
--- commits with synchronous_commit on (or remote_write, remote_apply) commits. The first id of a
--- transaction arms it (snowflake_portable.armed, a transaction-local setting, tells that it
--- was): it gets an xid, writes a WAL record (setval of snowflake_portable_wal), and if
--- synchronous_commit is off or local, a row of snowflake_portable_commit queues a deferred
--- constraint trigger that turns it on for that commit (and at PREPARE TRANSACTION); inside a
--- subtransaction, where a ROLLBACK TO would take that row away with it, minting refuses then.
--- The xid and the WAL record outlive a ROLLBACK TO. So an id whose transaction committed is never
--- issued again after a crash, or after a failover to a synchronous standby, unless the
--- transaction itself turned synchronous_commit off (or to local) after its first id was armed
--- under on: that commit is asynchronous, as PostgreSQL makes it for all the rest of the
--- transaction. (An id taken by a transaction that had not committed when the server crashed can
--- be issued again, as with nextval(); the native edition's marks cover even those.)
+-- Durability: a sequence's. The counter is a sequence, and its WAL is flushed as any
+-- sequence's is: by the commit of a transaction that wrote WAL, when that commit waits for its
+-- flush (synchronous_commit on, remote_write or remote_apply). With synchronous_commit off or
+-- local a crash can lose the last transactions, and the ids they minted can be minted again, as
+-- with nextval(). This file once turned synchronous_commit on for each minting transaction's
+-- commit (a deferred constraint trigger, a transaction-local setting), but everything SQL can
+-- reach at commit is the caller's to bring forward or skip (SET CONSTRAINTS ALL IMMEDIATE, a
+-- later SET LOCAL, a function's SET clause, a custom setting set ahead): a promise resting on
+-- it did not hold, and it cost a single-row INSERT more than a quarter of its instructions.
+--
+-- Copies. A dump restored into another database or cluster holds the worker id and the counter
+-- of the original, which goes on minting the same ids. snowflake_set_worker_id() records where
+-- it was run: the OIDs of the database and of the counter (_snowflake_home(), written with the
+-- configuration; running the file again carries it). A restore gives the counter another OID,
+-- and a database of another cluster has its own; pg_upgrade keeps both (from PostgreSQL 15 on
+-- it keeps database OIDs; this file needs 14 or later, so every upgrade lands on 15 or later),
+-- and so do a standby and a base backup, which are the same cluster. The fast path compares the
+-- counter's OID, as bound in its body, with the recorded one: both constants, folded when the
+-- call is planned, so this costs nothing, and in a copy the expression is the slow path alone,
+-- which (like every move) compares both OIDs and refuses until the copy's owner sets a worker
+-- id. (Not seen: a copy in another cluster whose database and counter got the very OIDs of the
+-- original's; a copy of an install older than the record, once the file has run in it.)
 --
 -- Trust. The state belongs to the role that installed the file, which must own the schema; no
 -- other role may create objects in the schema, and the install refuses, naming it, any object
@@ -87,11 +97,11 @@
 -- configuration (worker id, layout) lives only in the bodies of functions the owner's functions
 -- write (_snowflake_write_functions, run again by this file from _snowflake_config()), not in a
 -- table: no privilege on data reaches it. Members of pg_write_all_data can still setval() the
--- sequences, as any sequence (and, with pg_read_all_data, lock the mover's row): they can break
+-- sequences, as any sequence (and lock, update or delete the mover's row): they can break
 -- uniqueness anyway. Functions that run as the owner pin search_path to pg_catalog, this
--- schema, pg_temp; the two that must not carry a SET clause (the fast path, and
--- _snowflake_arm(), which sets transaction-local settings and runs once per transaction)
--- qualify every name. Decoding functions have SQL-standard bodies, bound when they are created.
+-- schema, pg_temp; the fast path, which must not carry a SET clause (it would no longer be
+-- inlined), qualifies every name. Decoding functions have SQL-standard bodies, bound when they
+-- are created.
 --
 -- A forward jump of the clock is followed (SQL has no boot clock to tell a jump from an idle
 -- spell). The latest move that went more than 1 s ahead is recorded; once the clock is right
@@ -108,12 +118,28 @@
 -- Before anything else, and with nothing looked up by name on the installing session's
 -- search_path (a schema others may create in, such as public on PostgreSQL 14, could hold a
 -- better match for any operator or function): remember the schema to install into and the
--- session's search_path, and resolve names in pg_catalog only until the checks below pass.
+-- session's search_path.
+--
+-- The file runs as one transaction or not at all. Run statement by statement (psql without -1),
+-- each CREATE OR REPLACE would commit alone, and the functions that run as the owner would run,
+-- until the file's last block pins their search_path again, with the search_path of whoever
+-- calls them: a caller's planted functions would run as the owner. PostgreSQL tells SQL nothing
+-- of the transaction block it runs in, so this statement leaves a transaction-local mark that
+-- only a later statement of the same transaction can see (psql -1, BEGIN ... COMMIT, CREATE
+-- EXTENSION, several statements sent as one query); the next statement refuses without it. A
+-- refusal is an error, which takes back what its statement did, so this statement also sets a
+-- search_path that names no schema: should psql go on after the refusal (without
+-- ON_ERROR_STOP), every CREATE below fails ("no schema has been selected to create in") and
+-- every later block finds nothing, until the last statement sets the session's search_path back.
 DO $path$
 BEGIN
-    PERFORM pg_catalog.set_config('snowflake_portable.schema', COALESCE(pg_catalog.current_schema(), ''), false);
-    PERFORM pg_catalog.set_config('snowflake_portable.search_path', pg_catalog.current_setting('search_path'), false);
-    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false);
+    -- (A search_path left by an earlier run that stopped at the refusal is not remembered.)
+    IF pg_catalog.current_setting('search_path') OPERATOR(pg_catalog.<>) '"snowflake_portable.sql: not in one transaction"' THEN
+        PERFORM pg_catalog.set_config('snowflake_portable.schema', COALESCE(pg_catalog.current_schema(), ''), false);
+        PERFORM pg_catalog.set_config('snowflake_portable.search_path', pg_catalog.current_setting('search_path'), false);
+    END IF;
+    PERFORM pg_catalog.set_config('search_path', '"snowflake_portable.sql: not in one transaction"', false);
+    PERFORM pg_catalog.set_config('snowflake_portable.one_transaction', 'yes', true);
 END
 $path$;
 
@@ -139,6 +165,15 @@ DECLARE
     minted bigint;
     same_layout boolean;
 BEGIN
+    IF pg_catalog.current_setting('snowflake_portable.one_transaction', true) IS DISTINCT FROM 'yes' THEN
+        RAISE EXCEPTION 'snowflake_portable.sql must run as one transaction: its first statement committed by itself'
+            USING ERRCODE = 'no_active_sql_transaction',
+                  DETAIL = 'Run statement by statement, the functions that run as the installing role would be replaced one at a time, and run meanwhile with their callers'' search_path. Nothing was changed; this session''s search_path names no schema until the file ends.',
+                  HINT = format('Run it with psql -1 (psql -v ON_ERROR_STOP=1 -1 -f snowflake_portable.sql), or between BEGIN and COMMIT; to go on in this session first: SET search_path TO %s;',
+                                pg_catalog.current_setting('snowflake_portable.search_path', true));
+    END IF;
+    -- Names resolve in pg_catalog only until the checks below pass.
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false);
     IF current_setting('server_version_num')::integer < 140000 THEN
         RAISE EXCEPTION 'snowflake_portable needs PostgreSQL 14 or later, not %', current_setting('server_version')
             USING ERRCODE = 'feature_not_supported',
@@ -273,8 +308,6 @@ CREATE SEQUENCE IF NOT EXISTS snowflake_portable_counter AS bigint MINVALUE 0 ST
 -- The seqlock and the deadline: 2 * deadline + 1, or its negative during a move.
 CREATE SEQUENCE IF NOT EXISTS snowflake_portable_generation AS bigint
     MINVALUE -9223372036854775807 START WITH 1 CACHE 1 NO CYCLE;
--- Each armed transaction writes one WAL record here (setval), so that its commit flushes WAL.
-CREATE SEQUENCE IF NOT EXISTS snowflake_portable_wal AS bigint MINVALUE 0 START WITH 0 CACHE 1 NO CYCLE;
 -- The latest move that went more than 1 s ahead: the counter before it (base) and after it
 -- (from); 0 when there is none (or it was rewound).
 CREATE SEQUENCE IF NOT EXISTS snowflake_portable_jump_from AS bigint MINVALUE 0 START WITH 0 CACHE 1 NO CYCLE;
@@ -285,12 +318,14 @@ CREATE SEQUENCE IF NOT EXISTS snowflake_portable_reserved_to AS bigint MINVALUE 
 -- One row, locked by each move (see Locking protocol).
 CREATE TABLE IF NOT EXISTS snowflake_portable_mover (one boolean PRIMARY KEY DEFAULT true CHECK (one));
 INSERT INTO snowflake_portable_mover DEFAULT VALUES ON CONFLICT DO NOTHING;
--- A row per transaction armed under synchronous_commit off or local; its deferred trigger
--- (created below) deletes it at commit.
-CREATE TABLE IF NOT EXISTS snowflake_portable_commit (xid xid8 PRIMARY KEY);
 
 DO $state$
 BEGIN
+    -- (Not reached outside one transaction: see the file's first statement.)
+    IF pg_catalog.current_setting('snowflake_portable.one_transaction', true) IS DISTINCT FROM 'yes' THEN
+        RAISE EXCEPTION 'snowflake_portable.sql must run as one transaction'
+            USING ERRCODE = 'no_active_sql_transaction', HINT = 'Run it with psql -1, or between BEGIN and COMMIT.';
+    END IF;
     -- A generation never set reads NULL: start it expired (deadline 0), so the first id moves.
     IF pg_catalog.pg_sequence_last_value('snowflake_portable_generation') IS NULL THEN
         PERFORM pg_catalog.setval('snowflake_portable_generation', 1);
@@ -739,67 +774,54 @@ END
 $$;
 
 -- ---------------------------------------------------------------------------------------------
--- Durability (see Design): _snowflake_arm(), written below, runs once per transaction.
--- ---------------------------------------------------------------------------------------------
-
--- Under synchronous_commit off or local: queues the commit-time trigger, at the top level only.
-CREATE OR REPLACE FUNCTION _snowflake_arm_commit() RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-AS $$
-DECLARE
-    inserted_by xid;
-BEGIN
-    INSERT INTO snowflake_portable_commit (xid) VALUES (pg_current_xact_id())
-        ON CONFLICT DO NOTHING RETURNING xmin INTO inserted_by;
-    -- The row's xmin is the xid of the (sub)transaction that inserted it.
-    IF inserted_by IS NOT NULL AND inserted_by <> xid(pg_current_xact_id()) THEN
-        RAISE EXCEPTION 'cannot mint snowflake ids inside a subtransaction while synchronous_commit is %',
-                current_setting('synchronous_commit')
-            USING ERRCODE = '55000',
-                  DETAIL = 'A ROLLBACK TO SAVEPOINT would take back the check that makes this transaction''s commit synchronous, while the ids stay issued: after a crash they could be issued again.',
-                  HINT = 'Mint the transaction''s first id before its first savepoint (or PL/pgSQL exception block), or SET LOCAL synchronous_commit = on before it.';
-    END IF;
-END
-$$;
-
--- The deferred constraint trigger on snowflake_portable_commit: runs in the committing
--- transaction's pre-commit (and at PREPARE TRANSACTION), after any ROLLBACK TO, before
--- RecordTransactionCommit reads synchronous_commit.
-CREATE OR REPLACE FUNCTION _snowflake_commit_check() RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-AS $$
-BEGIN
-    IF current_setting('synchronous_commit') IN ('off', 'local') THEN
-        PERFORM set_config('synchronous_commit', 'on', true);
-    END IF;
-    DELETE FROM snowflake_portable_commit WHERE xid = NEW.xid;
-    RETURN NULL;
-END
-$$;
-
--- ---------------------------------------------------------------------------------------------
 -- Moves (see Locking protocol). Every caller holds the mover's row lock.
 -- ---------------------------------------------------------------------------------------------
 
 -- The error of a wait for the mover's lock that lock_timeout ended, naming the transaction
--- that holds it: the one whose xid locked the row (its xmax).
+-- that holds it (the one whose xid locked the row: its xmax), its role, and who can end it. Who
+-- can lock the row: the owner, superusers, and members of pg_write_all_data (an UPDATE of the
+-- row, or a DELETE, needs no read privilege), nobody else.
 CREATE OR REPLACE FUNCTION _snowflake_lock_error(worker integer) RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    holder text := (SELECT string_agg(CASE WHEN l.pid IS NOT NULL THEN format('process %s', l.pid)
-                                           ELSE format('prepared transaction %L', p.gid) END, ', ')
-                    FROM snowflake_portable_mover m
-                    JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = m.xmax
-                                   AND l.mode = 'ExclusiveLock' AND l.granted
-                    LEFT JOIN pg_prepared_xacts p ON p.transaction = m.xmax);
+    h record;
 BEGIN
+    SELECT l.pid, p.gid, coalesce(a.usename::text, p.owner::text) AS role, p.database
+    INTO h
+    FROM snowflake_portable_mover m
+    JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = m.xmax
+                   AND l.mode = 'ExclusiveLock' AND l.granted
+    LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+    LEFT JOIN pg_prepared_xacts p ON p.transaction = m.xmax
+    LIMIT 1;
     RAISE EXCEPTION 'waited % for a move of the snowflake counter of worker %', current_setting('lock_timeout'),
             coalesce(worker::text, 'NULL')
         USING ERRCODE = '55P03',
-              DETAIL = format('The row of snowflake_portable_mover is locked by %s. A move holds it for microseconds; a transaction that holds it longer locked it itself, which only the owner of the schema (and a role that can read and write every table) can.',
-                              coalesce(holder, 'a transaction that has ended since')),
-              HINT = 'End that transaction (or ROLLBACK PREPARED it): SELECT pid, xact_start, query FROM pg_stat_activity WHERE pid = ...; SELECT gid FROM pg_prepared_xacts.';
+              DETAIL = format('The row of snowflake_portable_mover is locked by %s. A move holds it for microseconds; a transaction that holds it longer locked it itself, which only the owner of schema %s, superusers and members of pg_write_all_data can do.',
+                              CASE WHEN h.pid IS NOT NULL THEN format('process %s of role %s', h.pid, h.role)
+                                   WHEN h.gid IS NOT NULL THEN format('prepared transaction %L of role %s', h.gid, h.role)
+                                   ELSE 'a transaction that has ended since' END,
+                              _snowflake_schema()),
+              HINT = CASE
+                  WHEN h.pid IS NOT NULL THEN format('Role %1$s, a superuser or a member of pg_signal_backend can end it: SELECT pg_terminate_backend(%2$s); else ask one of them to.', h.role, h.pid)
+                  WHEN h.gid IS NOT NULL THEN format('Only role %1$s or a superuser can end it, connected to database %2$s: ROLLBACK PREPARED %3$L; else ask one of them to.', h.role, h.database, h.gid)
+                  ELSE 'Try again: the transaction that held the lock has ended.' END;
+END
+$$;
+
+-- Moves lock the mover's row: if it is gone (a member of pg_write_all_data may DELETE it), they
+-- would lock nothing and could race; they refuse instead.
+CREATE OR REPLACE FUNCTION _snowflake_mover_gone(worker integer) RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+    RAISE EXCEPTION 'the row of %.snowflake_portable_mover is gone: the snowflake counter of worker % cannot move', _snowflake_schema(),
+            coalesce(worker::text, 'NULL')
+        USING ERRCODE = '55000',
+              DETAIL = format('Moves of the counter take turns by locking that row; only the owner of schema %s, superusers and members of pg_write_all_data can delete it.', _snowflake_schema()),
+              HINT = format('The owner of schema %1$s (%2$s) puts it back: INSERT INTO %1$s.snowflake_portable_mover DEFAULT VALUES; else ask that role to.',
+                            _snowflake_schema(), (SELECT n.nspowner::regrole FROM pg_catalog.pg_namespace n WHERE n.oid = _snowflake_schema()));
 END
 $$;
 
@@ -840,7 +862,9 @@ BEGIN
                   DETAIL = format('Worker ids of layout %s are %s bits: 0 to %s.', layout, _snowflake_worker_bits(layout), max_worker),
                   HINT = format('Give each database, or each writer that must not collide, its own worker id between 0 and %s.', max_worker);
     END IF;
-    PERFORM _snowflake_write_functions(worker, layout);
+    -- Here: setting the worker id is also what a restored copy's owner does to let it mint
+    -- (see Copies).
+    PERFORM _snowflake_write_functions(worker, layout, NULL, NULL);
     RETURN worker;
 END
 $$;
@@ -880,7 +904,8 @@ BEGIN
                   HINT = 'Set a worker id that fits first: SELECT snowflake_set_worker_id(...);';
     END IF;
     EXECUTE format('ALTER SEQUENCE snowflake_portable_counter INCREMENT BY %s', _snowflake_increment(chosen));
-    PERFORM _snowflake_write_functions(worker, chosen);
+    PERFORM _snowflake_write_functions(worker, chosen, (SELECT h.db FROM _snowflake_home() h),
+                                       (SELECT h.counter FROM _snowflake_home() h));
     RETURN chosen;
 END
 $$;
@@ -888,7 +913,7 @@ $$;
 -- snowflake_restore_mark(above): from now on every id is above `above` (an id of this layout,
 -- e.g. the largest id of the tables the native edition filled). Never moves the counter back.
 -- Returns the smallest id this schema may issue next.
-CREATE OR REPLACE FUNCTION _snowflake_restore_mark(above bigint, armed boolean) RETURNS bigint
+CREATE OR REPLACE FUNCTION _snowflake_restore_mark(above bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET lock_timeout = '10s'
 AS $$
@@ -900,6 +925,9 @@ DECLARE
     r record;
 BEGIN
     PERFORM _snowflake_require_owner('restore the snowflake mark');
+    IF current_setting('transaction_read_only') = 'on' THEN
+        PERFORM _snowflake_refuse_read_only();
+    END IF;
     SELECT * INTO cfg FROM _snowflake_config();
     IF above IS NULL THEN
         RAISE EXCEPTION 'the mark to restore must not be NULL'
@@ -915,6 +943,9 @@ BEGIN
     floor_id := _snowflake_id(cfg.layout, _snowflake_time_of_id(above, cfg.layout) + 1, coalesce(cfg.worker, 0), 0);
     BEGIN
         PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+        IF NOT FOUND THEN
+            PERFORM _snowflake_mover_gone(cfg.worker);
+        END IF;
         SELECT * INTO r FROM _snowflake_advance(0, floor_id);
         RAISE SQLSTATE 'SF000';
     EXCEPTION
@@ -932,7 +963,7 @@ $$;
 -- since the jump stay reserved: moves skip them when they reach them. As the native edition's,
 -- and like setval(), it takes effect at once: a rollback does not undo it (nothing it did can
 -- make an id repeat).
-CREATE OR REPLACE FUNCTION _snowflake_rewind(worker integer, armed boolean,
+CREATE OR REPLACE FUNCTION _snowflake_rewind(worker integer,
                                              OUT next_id bigint, OUT reserved_from bigint, OUT reserved_to bigint)
 LANGUAGE plpgsql VOLATILE
 SET lock_timeout = '10s'
@@ -951,6 +982,9 @@ DECLARE
     refusal text;
 BEGIN
     PERFORM _snowflake_require_owner('rewind the snowflake counter');
+    IF current_setting('transaction_read_only') = 'on' THEN
+        PERFORM _snowflake_refuse_read_only();
+    END IF;
     SELECT * INTO cfg FROM _snowflake_config();
     IF worker IS NULL THEN
         RAISE EXCEPTION 'the snowflake worker id to rewind must not be NULL'
@@ -967,6 +1001,9 @@ BEGIN
     w := cfg.worker;
     BEGIN
         PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+        IF NOT FOUND THEN
+            PERFORM _snowflake_mover_gone(cfg.worker);
+        END IF;
         jump_from := coalesce(pg_sequence_last_value('snowflake_portable_jump_from'), 0);
         jump_base := coalesce(pg_sequence_last_value('snowflake_portable_jump_base'), 0);
         still_from := coalesce(pg_sequence_last_value('snowflake_portable_reserved_from'), 0);
@@ -1059,9 +1096,8 @@ AS $$
 DECLARE
     grant_ record;
     state_names constant text[] := ARRAY['snowflake_portable_counter', 'snowflake_portable_generation',
-        'snowflake_portable_wal', 'snowflake_portable_jump_from', 'snowflake_portable_jump_base',
-        'snowflake_portable_reserved_from', 'snowflake_portable_reserved_to', 'snowflake_portable_mover',
-        'snowflake_portable_commit'];
+        'snowflake_portable_jump_from', 'snowflake_portable_jump_base',
+        'snowflake_portable_reserved_from', 'snowflake_portable_reserved_to', 'snowflake_portable_mover'];
 BEGIN
     FOR grant_ IN
         SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind, c.oid::regclass::text AS object,
@@ -1085,7 +1121,7 @@ BEGIN
         WHERE p.pronamespace = _snowflake_schema()
           AND p.proname IN ('snowflake_set_worker_id', 'snowflake_set_layout', 'snowflake_restore_mark',
                             '_snowflake_restore_mark', 'snowflake_rewind', '_snowflake_rewind', '_snowflake_advance',
-                            '_snowflake_arm_commit', '_snowflake_write_functions', '_snowflake_revoke_others')
+                            '_snowflake_write_functions', '_snowflake_revoke_others')
           AND a.grantee <> p.proowner
     LOOP
         EXECUTE format('REVOKE ALL ON %s %s FROM %s', grant_.kind, grant_.object, grant_.grantee);
@@ -1095,12 +1131,16 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION _snowflake_write_functions(worker integer, layout text) RETURNS void
+-- home_db and home_counter: where the worker id was set (see Copies), NULL for here.
+CREATE OR REPLACE FUNCTION _snowflake_write_functions(worker integer, layout text, home_db oid, home_counter oid)
+RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     s text := _snowflake_schema()::text;
     counter text := s || '.snowflake_portable_counter';
+    here_db constant oid := (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database());
+    here_counter constant oid := counter::regclass;
     generation text := s || '.snowflake_portable_generation';
     wb integer := _snowflake_worker_bits(layout);
     sb integer := _snowflake_seq_bits(layout);
@@ -1109,28 +1149,6 @@ DECLARE
     overflow text;
     -- The fast path's value once accepted (see below).
     accepted text;
-    -- Whether every role may run pg_logical_emit_message (PostgreSQL's default): then the fast
-    -- path arms its transaction inline, the message being its WAL record; else
-    -- _snowflake_arm(), as the owner, writes a setval() of snowflake_portable_wal.
-    emit_public boolean := (SELECT p.proacl IS NULL
-                                   OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) a
-                                              WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
-                            -- (text, text) for the message, and on 17 and later a flush flag
-                            -- with a default.
-                            FROM pg_proc p
-                            WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.proname = 'pg_logical_emit_message'
-                              AND p.proargtypes[2] = 'text'::regtype);
-    wal_record text := CASE WHEN emit_public
-        THEN $w$pg_catalog.pg_logical_emit_message(false, 'snowflake_portable', ''::pg_catalog.text)$w$
-        ELSE format('pg_catalog.setval(%L::pg_catalog.regclass, 1)', s || '.snowflake_portable_wal') END;
-    -- Arming inline: in a read-write transaction under synchronous_commit on (or remote_*).
-    arm_inline text := CASE WHEN emit_public THEN format($w$
-                      OR (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
-                          AND pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.<>) ALL ('{off,local}'::pg_catalog.text[])
-                          AND pg_catalog.pg_current_xact_id() IS NOT NULL
-                          AND %s IS NOT NULL
-                          AND pg_catalog.set_config('snowflake_portable.armed', '1', true) IS NOT NULL)$w$, wal_record)
-        ELSE '' END;
 BEGIN
     PERFORM _snowflake_revoke_others();
 
@@ -1141,6 +1159,35 @@ BEGIN
             SELECT %2$s::integer, %3$L::text;
         END;
 
+        -- Where the worker id was set (see Copies): the OIDs of the database and of the counter.
+        CREATE OR REPLACE FUNCTION %1$s._snowflake_home(OUT db oid, OUT counter oid)
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        BEGIN ATOMIC
+            SELECT %4$s::oid, %5$s::oid;
+        END;
+
+        -- Refuses to mint in a copy of the schema that pg_dump made and a restore put in another
+        -- database or cluster (see Copies). Called by the slow path and by every move.
+        CREATE OR REPLACE FUNCTION %1$s._snowflake_check_home() RETURNS void
+        LANGUAGE plpgsql STABLE
+        AS $body$
+        DECLARE
+            here_db oid := (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database());
+            here_counter oid := %6$L::pg_catalog.regclass;
+            owner text := (SELECT n.nspowner::pg_catalog.regrole::pg_catalog.text FROM pg_catalog.pg_namespace n WHERE n.oid OPERATOR(pg_catalog.=) %7$L::pg_catalog.regnamespace);
+        BEGIN
+            IF %2$s::integer IS NULL OR (here_db OPERATOR(pg_catalog.=) %4$s AND here_counter OPERATOR(pg_catalog.=) %5$s) THEN
+                RETURN;
+            END IF;
+            RAISE EXCEPTION 'schema %% is a copy: its snowflake worker id %% was set in the database of OID %% (counter %%), not in this one (OID %%, counter %%)',
+                    %7$L, %2$s, %4$s, %5$s, here_db, here_counter
+                USING ERRCODE = '55000',
+                      DETAIL = 'A dump restored into another database or cluster mints the ids of the original, which goes on minting them too: the copy refuses until its owner says which worker id it mints with.',
+                      HINT = pg_catalog.format('If no other copy of this schema mints with worker %%s (the original is gone), its owner (%%s) says so: SELECT %%s.snowflake_set_worker_id(%%s); else the owner gives it a worker id no other writer uses: SELECT %%s.snowflake_set_worker_id(n); then, either way, restores the mark above every id it may hold: SELECT %%s.snowflake_restore_mark((SELECT max(id) FROM ...));',
+                                               %2$s, owner, %7$L, %2$s, %7$L, %7$L);
+        END
+        $body$;
+
         -- (worker_id, is_set, preloaded) as in the native edition; preloaded is always false here.
         CREATE OR REPLACE FUNCTION %1$s.snowflake_worker_id(OUT worker_id integer, OUT is_set boolean, OUT preloaded boolean)
         LANGUAGE sql STABLE PARALLEL SAFE
@@ -1148,29 +1195,8 @@ BEGIN
             SELECT %2$s::integer, %2$s::integer IS NOT NULL, false;
         END;
 
-        -- Arms the transaction (see Durability): called by the fast path when arming it inline
-        -- cannot (a read-only transaction: refused; synchronous_commit off or local), and by the
-        -- other minting functions. No SET clause (that would cost about 2 microseconds a call),
-        -- so every name is qualified; runs as the owner, who may write to the commit table and
-        -- to the sequence whose setval() is the WAL record when pg_logical_emit_message is not
-        -- PUBLIC's to run.
-        CREATE OR REPLACE FUNCTION %1$s._snowflake_arm() RETURNS boolean
-        LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-        AS $body$
-        BEGIN
-            IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
-                PERFORM %1$s._snowflake_refuse_read_only();
-            END IF;
-            IF pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=) ANY ('{off,local}'::pg_catalog.text[]) THEN
-                PERFORM %1$s._snowflake_arm_commit();
-                PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
-            END IF;
-            PERFORM pg_catalog.pg_current_xact_id(), %4$s,
-                    pg_catalog.set_config('snowflake_portable.armed', '1', true);
-            RETURN true;
-        END
-        $body$;
-    $f$, s, coalesce(worker::text, 'NULL'), layout, wal_record);
+    $f$, s, coalesce(worker::text, 'NULL'), layout, coalesce(home_db, here_db), coalesce(home_counter, here_counter),
+        counter, s);
 
 
     -- Moves (see Locking protocol), written with this configuration's constants so that the
@@ -1200,6 +1226,7 @@ BEGIN
             c bigint;
             clock_id bigint;
         BEGIN
+            PERFORM _snowflake_check_home();
             -- The marker: from here to the new stable value no session accepts a value of nextval().
             PERFORM setval('snowflake_portable_generation', -(2 * deadline + 1));
             c := nextval('snowflake_portable_counter');
@@ -1208,7 +1235,9 @@ BEGIN
             IF clock_id > first_id THEN
                 -- Following the clock. A step of more than a second may be a jump of the clock (or
                 -- an idle spell: SQL cannot tell), which snowflake_rewind can undo: remember it.
-                IF ((clock_id >> %4$s) - (first_id >> %4$s)) * %5$s > 1000 THEN
+                -- (Not the first move of a counter that no move took out of time unit 0, where
+                -- the install left it: that move comes from the epoch, not from a clock.)
+                IF first_id >> %4$s > 0 AND ((clock_id >> %4$s) - (first_id >> %4$s)) * %5$s > 1000 THEN
                     IF reserved_to > 0 AND c < reserved_from THEN
                         -- A range an earlier rewind reserved lies ahead (moves skip it): this
                         -- move may pass it, and forget it. The jump starts no later than the
@@ -1278,9 +1307,12 @@ BEGIN
             IF %2$s::integer IS NULL THEN
                 PERFORM _snowflake_unset();
             END IF;
-            IF current_setting('snowflake_portable.armed', true) IS DISTINCT FROM '1' THEN
-                -- Called directly, not through snowflake_nextval().
-                PERFORM _snowflake_arm();
+            -- The fast path sends every call of a copy here (see Copies).
+            PERFORM _snowflake_check_home();
+            -- The fast path sends a read-only transaction here, before its nextval() would fail
+            -- without saying which worker or what to do.
+            IF current_setting('transaction_read_only') = 'on' THEN
+                PERFORM _snowflake_refuse_read_only();
             END IF;
             LOOP
                 attempts := attempts + 1;
@@ -1305,6 +1337,9 @@ BEGIN
                 moved := NULL;
                 BEGIN
                     PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+                    IF NOT FOUND THEN
+                        PERFORM _snowflake_mover_gone(%2$s);
+                    END IF;
                     -- Move unless another move ended since our reading; a marker (a move that
                     -- died half way, or Sonyflake's id-by-id moves near a reserved range) is moved
                     -- past whatever we read: under the lock, a move is always safe.
@@ -1329,9 +1364,8 @@ BEGIN
         END
         $body$;
 
-        -- snowflake_nextval_batch(n): n consecutive ids, from one move. `armed` is there so that
-        -- the wrapper arms the transaction before this runs.
-        CREATE OR REPLACE FUNCTION %1$s._snowflake_batch(n integer, armed boolean) RETURNS SETOF bigint
+        -- snowflake_nextval_batch(n): n consecutive ids, from one move.
+        CREATE OR REPLACE FUNCTION %1$s._snowflake_batch(n integer) RETURNS SETOF bigint
         LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
         SET search_path = pg_catalog, %1$s, pg_temp
         SET lock_timeout = '10s'
@@ -1356,11 +1390,14 @@ BEGIN
             IF %2$s::integer IS NULL THEN
                 PERFORM _snowflake_unset();
             END IF;
-            IF current_setting('snowflake_portable.armed', true) IS DISTINCT FROM '1' THEN
-                PERFORM _snowflake_arm();
+            IF current_setting('transaction_read_only') = 'on' THEN
+                PERFORM _snowflake_refuse_read_only();
             END IF;
             BEGIN
                 PERFORM 1 FROM snowflake_portable_mover FOR UPDATE;
+                IF NOT FOUND THEN
+                    PERFORM _snowflake_mover_gone(%2$s);
+                END IF;
                 SELECT * INTO r FROM _snowflake_advance(n, NULL);
                 RAISE SQLSTATE 'SF000';
             EXCEPTION
@@ -1408,37 +1445,35 @@ BEGIN
             CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval() RETURNS bigint
             LANGUAGE sql VOLATILE PARALLEL UNSAFE
             RETURN CASE
-                WHEN (pg_catalog.current_setting('snowflake_portable.armed', true) OPERATOR(pg_catalog.=) '1'%5$s
-                      OR %1$s._snowflake_arm())
+                WHEN %3$L::pg_catalog.regclass::pg_catalog.oid OPERATOR(pg_catalog.=) %6$s::pg_catalog.oid
+                 AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
                  AND GREATEST(pg_catalog.pg_sequence_last_value(%2$L::pg_catalog.regclass),
                               (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)::pg_catalog.int8
                                   OPERATOR(pg_catalog.<<) 1,
                               %4$s)
                      OPERATOR(pg_catalog.=) pg_catalog.abs(pg_catalog.pg_sequence_last_value(%2$L::pg_catalog.regclass))
-                THEN %6$s
+                THEN %5$s
                 ELSE %1$s._snowflake_slow()
             END;
-        $f$, s, generation, counter, overflow, arm_inline, accepted);
+        $f$, s, generation, counter, overflow, accepted, coalesce(home_counter, here_counter));
     END IF;
 
-    -- The owner's calls arm their transaction too (their moves must outlive a crash), before
-    -- the implementation runs (arguments are evaluated first).
     EXECUTE format($f$
         CREATE OR REPLACE FUNCTION %1$s.snowflake_nextval_batch(n integer) RETURNS SETOF bigint
         LANGUAGE sql VOLATILE PARALLEL UNSAFE
         BEGIN ATOMIC
-            SELECT id FROM %1$s._snowflake_batch(n, %1$s._snowflake_arm()) AS id;
+            SELECT id FROM %1$s._snowflake_batch(n) AS id;
         END;
 
         CREATE OR REPLACE FUNCTION %1$s.snowflake_restore_mark(above bigint) RETURNS bigint
         LANGUAGE sql VOLATILE PARALLEL UNSAFE
-        RETURN %1$s._snowflake_restore_mark(above, %1$s._snowflake_arm());
+        RETURN %1$s._snowflake_restore_mark(above);
 
         CREATE OR REPLACE FUNCTION %1$s.snowflake_rewind(worker integer)
         RETURNS TABLE (next_id bigint, reserved_from bigint, reserved_to bigint)
         LANGUAGE sql VOLATILE PARALLEL UNSAFE
         BEGIN ATOMIC
-            SELECT r.next_id, r.reserved_from, r.reserved_to FROM %1$s._snowflake_rewind(worker, %1$s._snowflake_arm()) AS r;
+            SELECT r.next_id, r.reserved_from, r.reserved_to FROM %1$s._snowflake_rewind(worker) AS r;
         END;
     $f$, s);
 
@@ -1526,7 +1561,14 @@ DECLARE
     old_last bigint;
     old_called boolean;
     g bigint;
+    home_db oid;
+    home_counter oid;
 BEGIN
+    -- (Not reached outside one transaction: see the file's first statement.)
+    IF pg_catalog.current_setting('snowflake_portable.one_transaction', true) IS DISTINCT FROM 'yes' THEN
+        RAISE EXCEPTION 'snowflake_portable.sql must run as one transaction'
+            USING ERRCODE = 'no_active_sql_transaction', HINT = 'Run it with psql -1, or between BEGIN and COMMIT.';
+    END IF;
     FOR f IN
         SELECT p.oid::regprocedure
         FROM pg_catalog.pg_proc p
@@ -1534,8 +1576,7 @@ BEGIN
           AND p.proname IN ('_snowflake_write_functions', '_snowflake_require_owner', 'snowflake_set_worker_id',
                             '_snowflake_time_error', '_snowflake_revoke_others', 'snowflake_set_layout',
                             '_snowflake_restore_mark', '_snowflake_rewind', '_snowflake_unset',
-                            '_snowflake_refuse_read_only', '_snowflake_lock_error',
-                            '_snowflake_arm_commit', '_snowflake_commit_check')
+                            '_snowflake_refuse_read_only', '_snowflake_lock_error', '_snowflake_mover_gone')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f, current_schema());
     END LOOP;
@@ -1578,7 +1619,16 @@ BEGIN
        <> _snowflake_increment(cfg_layout) THEN
         EXECUTE format('ALTER SEQUENCE snowflake_portable_counter INCREMENT BY %s', _snowflake_increment(cfg_layout));
     END IF;
-    PERFORM _snowflake_write_functions(cfg_worker, cfg_layout);
+    -- Where the worker id was set: carried, so that running the file in a restored copy does not
+    -- make it the original (see Copies); here, for an install older than the record.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc
+               WHERE pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = current_schema())
+                 AND proname = '_snowflake_home') THEN
+        EXECUTE 'SELECT db, counter FROM _snowflake_home()' INTO home_db, home_counter;
+    END IF;
+    -- (The writer before it took no record.)
+    DROP FUNCTION IF EXISTS _snowflake_write_functions(integer, text);
+    PERFORM _snowflake_write_functions(cfg_worker, cfg_layout, home_db, home_counter);
     -- In Sonyflake's layout, a range a rewind reserved keeps the fast path shut until the
     -- counter has passed it (see _snowflake_advance); an earlier version's rewind left it open.
     -- Set the marker of a later deadline (2 more: no stable value published comes back), as a
@@ -1593,11 +1643,13 @@ BEGIN
         END IF;
     END IF;
 
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
-                   WHERE tgrelid = 'snowflake_portable_commit'::regclass AND tgname = 'snowflake_portable_commit') THEN
-        CREATE CONSTRAINT TRIGGER snowflake_portable_commit AFTER INSERT ON snowflake_portable_commit
-            DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION _snowflake_commit_check();
-    END IF;
+    -- What an earlier version kept to turn synchronous_commit on at each minting transaction's
+    -- commit (see Durability), and its functions' old signatures: nothing calls them now.
+    DROP TABLE IF EXISTS snowflake_portable_commit;
+    DROP SEQUENCE IF EXISTS snowflake_portable_wal;
+    DROP FUNCTION IF EXISTS _snowflake_arm(), _snowflake_arm_commit(), _snowflake_commit_check(),
+        _snowflake_batch(integer, boolean), _snowflake_restore_mark(bigint, boolean),
+        _snowflake_rewind(integer, boolean);
     -- 0.3.0's configuration table, now in _snowflake_config().
     IF pg_catalog.to_regclass(pg_catalog.format('%I.snowflake_portable_config', current_schema())) IS NOT NULL THEN
         DROP TABLE snowflake_portable_config;
