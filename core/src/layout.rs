@@ -10,13 +10,17 @@
 //! +--+------------------------------------------+--------------+--------------+
 //! ```
 //!
-//! A [`Layout`] is a value: an epoch, a time unit, three bit widths and the order of the two
-//! low fields. The other systems' layouts (`twitter`, `discord`, `instagram`, `sonyflake`,
-//! `pgedge`) are presets of it, and a custom one is parsed from a short text
+//! A [`Layout`] is a value: an epoch, a time unit, three bit widths and the order of the
+//! fields. The other systems' layouts (`twitter`, `discord`, `instagram`, `sonyflake`,
+//! `pgedge`, `seata`) are presets of it, and a custom one is parsed from a short text
 //! ([`Layout::parse`]). Every number that describes a layout lives in this file.
 //!
-//! Ids are positive `bigint`s. Ordered by value they are ordered by time first, so a B-tree on
-//! them is filled at its right edge.
+//! Ids are positive `bigint`s. In every order but one, ordered by value they are ordered by
+//! time first, so a B-tree on them is filled at its right edge. The exception is Seata's
+//! `worker | time | sequence` ([`Order::WorkerTimeSequence`]): its ids are ordered by worker
+//! first and by time only within a worker, so a time range is one key range per worker
+//! ([`Layout::is_time_first`]) and a B-tree fed by several workers is
+//! filled at one point per worker.
 //!
 //! The generator does not count time and sequence separately: it counts *ticks*, the number
 //! `time << sequence_bits | sequence` (see `generator.rs`). Counting ticks is what lets a worker
@@ -27,13 +31,36 @@
 
 use std::fmt;
 
-/// Where the worker field sits relative to the sequence.
+/// The order of the three fields, from the high bits down. Time and sequence are always
+/// adjacent in that order, so `time << sequence_bits | sequence` (a tick) is one counter in
+/// every order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Order {
-    /// `time | worker | sequence`: Twitter, Discord, Instagram, pgEdge and this extension.
+    /// `time | worker | sequence` (`order=time-worker-sequence`, the default): Twitter,
+    /// Discord, Instagram, pgEdge and this extension.
     WorkerSequence,
-    /// `time | sequence | worker`: Sonyflake.
+    /// `time | sequence | worker` (`order=time-sequence-worker`): Sonyflake.
     SequenceWorker,
+    /// `worker | time | sequence` (`order=worker-time-sequence`): Seata's improved Snowflake,
+    /// whose ids are ordered per worker, not by time across workers.
+    WorkerTimeSequence,
+}
+
+impl Order {
+    /// The name `order=` takes and the layout's text prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::WorkerSequence => "time-worker-sequence",
+            Order::SequenceWorker => "time-sequence-worker",
+            Order::WorkerTimeSequence => "worker-time-sequence",
+        }
+    }
+
+    pub const ALL: [Order; 3] = [
+        Order::WorkerSequence,
+        Order::SequenceWorker,
+        Order::WorkerTimeSequence,
+    ];
 }
 
 /// A bit layout. Construct it with [`Layout::new`] (checked), a preset, or [`Layout::parse`].
@@ -135,15 +162,28 @@ impl Layout {
         epoch_unix_ms: 1_672_531_200_000,
         ..Layout::SNOWFLAKE
     };
+    /// Seata's `IdWorker` (io.seata.common.util.IdWorker, Seata 1.4 on): a 10-bit worker id,
+    /// then 41 bits of ms since 1588435200000 (2020-05-03 00:00 UTC+8, 2020-05-02 16:00 UTC),
+    /// then a 12-bit sequence: `workerId << (41 + 12) | timestampAndSequence`. It lasts until
+    /// 2090-01-07 07:47:35.551 UTC.
+    pub const SEATA: Layout = Layout {
+        epoch_unix_ms: 1_588_435_200_000,
+        unit_ms: 1,
+        time_bits: 41,
+        worker_bits: 10,
+        seq_bits: 12,
+        order: Order::WorkerTimeSequence,
+    };
 
     /// The presets, by the names SQL functions and `snowflake.layout` accept.
-    pub const PRESETS: [(&'static str, Layout); 6] = [
+    pub const PRESETS: [(&'static str, Layout); 7] = [
         ("snowflake", Layout::SNOWFLAKE),
         ("twitter", Layout::TWITTER),
         ("discord", Layout::DISCORD),
         ("instagram", Layout::INSTAGRAM),
         ("sonyflake", Layout::SONYFLAKE),
         ("pgedge", Layout::PGEDGE),
+        ("seata", Layout::SEATA),
     ];
 
     /// A checked layout: the three fields fit 64 bits, none is empty where it must not be,
@@ -175,6 +215,12 @@ impl Layout {
                 "the worker field must have 0 to 22 bits, not {worker_bits}"
             ));
         }
+        if order == Order::WorkerTimeSequence && bits > 63 {
+            return Err(format!(
+                "the fields take {bits} bits; with the worker field first they may take at most 63, \
+                 or the sign bit would be part of the worker id"
+            ));
+        }
         if !(1..=86_400_000).contains(&unit_ms) {
             return Err(format!(
                 "the time unit must be 1 ms to 1 day, not {unit_ms} ms"
@@ -201,7 +247,8 @@ impl Layout {
 
     /// A preset by name, or a custom layout:
     /// `epoch=2020-01-01 unit=10ms time=39 worker=16 sequence=8 order=time-sequence-worker`
-    /// (any order of keys; `order` defaults to `time-worker-sequence`, `unit` to `1ms`).
+    /// (any order of keys; `order` is `time-worker-sequence` (the default),
+    /// `time-sequence-worker` or `worker-time-sequence`; `unit` defaults to `1ms`).
     pub fn parse(spec: &str) -> Result<Layout, String> {
         let spec = spec.trim();
         if let Some((_, layout)) = Layout::PRESETS
@@ -239,15 +286,15 @@ impl Layout {
                 "worker" => worker = Some(bits()?),
                 "sequence" | "seq" => seq = Some(bits()?),
                 "order" => {
-                    order = match value.to_ascii_lowercase().as_str() {
-                        "time-worker-sequence" => Order::WorkerSequence,
-                        "time-sequence-worker" => Order::SequenceWorker,
-                        _ => {
-                            return Err(format!(
-                                "order={value}: use time-worker-sequence or time-sequence-worker"
-                            ))
-                        }
-                    }
+                    order = Order::ALL
+                        .into_iter()
+                        .find(|o| o.name().eq_ignore_ascii_case(value))
+                        .ok_or_else(|| {
+                            format!(
+                                "order={value}: use time-worker-sequence, time-sequence-worker \
+                                 or worker-time-sequence"
+                            )
+                        })?
                 }
                 _ => return Err(format!("unknown key \"{key}\"")),
             }
@@ -355,8 +402,23 @@ impl Layout {
                     | (tick & seq_mask)
             }
             Order::SequenceWorker => (tick << self.worker_bits) | worker as u64,
+            Order::WorkerTimeSequence => ((worker as u64) << self.tick_bits()) | tick,
         };
         id as i64
+    }
+
+    /// The bits of a tick: time and sequence.
+    fn tick_bits(&self) -> u32 {
+        self.time_bits + self.seq_bits
+    }
+
+    /// Whether ids ordered by value are ordered by time first, across workers: every order
+    /// but `worker-time-sequence`. In a time-first layout the ids of a time range are one key
+    /// range (from [`Layout::min_id`] of its first unit to [`Layout::max_id`] of its last); in
+    /// a worker-first one they are one range per worker, and
+    /// `min_id`..`max_id` of a time range holds ids of every other time too.
+    pub fn is_time_first(&self) -> bool {
+        self.order != Order::WorkerTimeSequence
     }
 
     /// The tick (`time << sequence_bits | sequence`) of an id's fields.
@@ -385,11 +447,31 @@ impl Layout {
         let id = id as u64;
         let worker_mask = self.max_worker() as u64;
         let seq_mask = self.max_seq() as u64;
-        let (worker, seq) = match self.order {
-            Order::WorkerSequence => ((id >> self.seq_bits) & worker_mask, id & seq_mask),
-            Order::SequenceWorker => (id & worker_mask, (id >> self.worker_bits) & seq_mask),
+        let (worker, seq, time) = match self.order {
+            Order::WorkerSequence => (
+                (id >> self.seq_bits) & worker_mask,
+                id & seq_mask,
+                id >> (self.worker_bits + self.seq_bits),
+            ),
+            Order::SequenceWorker => (
+                id & worker_mask,
+                (id >> self.worker_bits) & seq_mask,
+                id >> (self.worker_bits + self.seq_bits),
+            ),
+            Order::WorkerTimeSequence => {
+                // Bits above the worker field (a layout of fewer than 63 bits) make an id
+                // above the layout's largest, as a time past the end does in the others.
+                let worker = id >> self.tick_bits();
+                if worker > worker_mask {
+                    return Err(LayoutError::IdAfterEnd(id as i64));
+                }
+                (
+                    worker,
+                    id & seq_mask,
+                    (id >> self.seq_bits) & ((1u64 << self.time_bits) - 1),
+                )
+            }
         };
-        let time = id >> (self.worker_bits + self.seq_bits);
         if time > self.max_time() {
             return Err(LayoutError::IdAfterEnd(id as i64));
         }
@@ -400,12 +482,16 @@ impl Layout {
         })
     }
 
-    /// The smallest id any worker can have in time unit `time`.
+    /// The smallest id any worker can have in time unit `time`. Every id of that unit or a
+    /// later one is at least this, in every order; in a time-first layout every id of an
+    /// earlier unit is below it, in a worker-first one not (see [`Layout::is_time_first`]).
     pub fn min_id(&self, time: u64) -> i64 {
         self.compose(time, 0, 0)
     }
 
-    /// The largest id any worker can have in time unit `time`.
+    /// The largest id any worker can have in time unit `time`. Every id of that unit or an
+    /// earlier one is at most this, in every order; in a time-first layout every id of a
+    /// later unit is above it, in a worker-first one not.
     pub fn max_id(&self, time: u64) -> i64 {
         self.compose(time, self.max_worker(), self.max_seq())
     }
@@ -522,14 +608,15 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 /// what `snowflake.layout` and `Layout::parse` accept back.
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let order = match self.order {
-            Order::WorkerSequence => "time-worker-sequence",
-            Order::SequenceWorker => "time-sequence-worker",
-        };
         write!(
             f,
-            "epoch={} unit={}ms time={} worker={} sequence={} order={order}",
-            self.epoch_unix_ms, self.unit_ms, self.time_bits, self.worker_bits, self.seq_bits
+            "epoch={} unit={}ms time={} worker={} sequence={} order={}",
+            self.epoch_unix_ms,
+            self.unit_ms,
+            self.time_bits,
+            self.worker_bits,
+            self.seq_bits,
+            self.order.name()
         )
     }
 }
@@ -749,5 +836,192 @@ mod tests {
         assert!(Layout::DISCORD.check_generation().is_err());
         assert!(Layout::SONYFLAKE.check_generation().is_ok());
         assert_eq!(Layout::PGEDGE.preset_name(), Some("pgedge"));
+    }
+
+    /// Seata's `io.seata.common.util.IdWorker`, as Seata writes it: the worker id shifted
+    /// once to the top, and one counter of timestamp and sequence, set from the clock when the
+    /// worker starts and then only incremented (a burst past 4,096 in a millisecond borrows
+    /// the next one).
+    struct SeataIdWorker {
+        worker_id: i64,
+        timestamp_and_sequence: i64,
+    }
+
+    impl SeataIdWorker {
+        const TWEPOCH: i64 = 1_588_435_200_000;
+        const WORKER_ID_BITS: i64 = 10;
+        const TIMESTAMP_BITS: i64 = 41;
+        const SEQUENCE_BITS: i64 = 12;
+        const MAX_WORKER_ID: i64 = !(-1 << Self::WORKER_ID_BITS);
+        const TIMESTAMP_AND_SEQUENCE_MASK: i64 =
+            !(-1 << (Self::TIMESTAMP_BITS + Self::SEQUENCE_BITS));
+
+        fn new(worker_id: i64, current_time_millis: i64) -> SeataIdWorker {
+            assert!((0..=Self::MAX_WORKER_ID).contains(&worker_id));
+            let timestamp = current_time_millis - Self::TWEPOCH;
+            SeataIdWorker {
+                worker_id: worker_id << (Self::TIMESTAMP_BITS + Self::SEQUENCE_BITS),
+                timestamp_and_sequence: timestamp << Self::SEQUENCE_BITS,
+            }
+        }
+
+        fn next_id(&mut self) -> i64 {
+            self.timestamp_and_sequence += 1; // incrementAndGet()
+            let timestamp_with_sequence =
+                self.timestamp_and_sequence & Self::TIMESTAMP_AND_SEQUENCE_MASK;
+            self.worker_id | timestamp_with_sequence
+        }
+    }
+
+    const S: Layout = Layout::SEATA;
+
+    #[test]
+    fn seata_ids_computed_by_seatas_formula_decode() {
+        // 2026-11-22T10:00:00.250Z
+        let started = 1_795_341_600_250;
+        for worker in [0, 1, 77, 1023] {
+            let mut seata = SeataIdWorker::new(worker, started);
+            // Its first id is sequence 1 (incrementAndGet), and 5,000 ids borrow a millisecond.
+            let ids: Vec<i64> = (0..5000).map(|_| seata.next_id()).collect();
+            for (n, &id) in ids.iter().enumerate() {
+                let count = n as u64 + 1;
+                let parts = S.decompose(id).unwrap();
+                assert_eq!(parts.worker, worker as u32);
+                assert_eq!(parts.seq as u64, count % 4096);
+                assert_eq!(
+                    S.unix_ms_from_time(parts.time),
+                    started + (count / 4096) as i64
+                );
+                assert_eq!(S.compose(parts.time, parts.worker, parts.seq), id);
+                // A Seata id is this layout's id of the same tick and worker.
+                let tick = (((started - SeataIdWorker::TWEPOCH) as u64) << 12) + count;
+                assert_eq!(S.id_from_tick(tick, worker as u32), id);
+                assert_eq!(S.tick_of_id(id), Ok(tick));
+            }
+            assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        }
+        // Worker 5 at Seata's epoch: 5 << 53, then sequence 1.
+        assert_eq!(
+            SeataIdWorker::new(5, SeataIdWorker::TWEPOCH).next_id(),
+            (5 << 53) | 1
+        );
+        assert_eq!(S.compose(0, 5, 1), (5 << 53) | 1);
+        // Seata's largest id is i64::MAX: worker 1023, the last millisecond, sequence 4095.
+        assert_eq!(S.compose(S.max_time(), 1023, 4095), i64::MAX);
+        assert_eq!(S.last_unix_ms(), 3_787_458_455_551); // 2090-01-07T07:47:35.551Z
+    }
+
+    #[test]
+    fn seata_ids_of_one_worker_strictly_increase_and_workers_do_not_interleave() {
+        // Ticks as the generator makes them: the clock, then sequence and borrowed units.
+        let mut tick = 1_000_000u64 << 12;
+        let mut last = [i64::MIN; 4];
+        for step in 0..20_000u64 {
+            tick += 1 + (step * 7919) % 5000; // gaps of up to a millisecond or two
+            for w in 0..4u32 {
+                let id = S.id_from_tick(tick, w);
+                assert!(id > last[w as usize], "worker {w}, tick {tick}");
+                last[w as usize] = id;
+            }
+        }
+        // Worker-first: every id of worker w is below every id of worker w + 1, whatever
+        // their times.
+        for w in 0..3u32 {
+            assert!(last[w as usize] < S.compose(0, w + 1, 0));
+        }
+        assert!(S.compose(S.max_time(), 3, S.max_seq()) < S.compose(0, 4, 0));
+        // So ids are not ordered by time across workers.
+        assert!(S.compose(1000, 2, 0) > S.compose(2000, 1, 0));
+    }
+
+    #[test]
+    fn the_seata_preset_parses_and_prints_by_its_name_and_its_custom_form_round_trips() {
+        assert_eq!(Layout::parse("seata"), Ok(S));
+        assert_eq!(Layout::parse(" Seata "), Ok(S));
+        assert_eq!(S.preset_name(), Some("seata"));
+        let text = S.to_string();
+        assert_eq!(
+            text,
+            "epoch=1588435200000 unit=1ms time=41 worker=10 sequence=12 order=worker-time-sequence"
+        );
+        assert_eq!(Layout::parse(&text), Ok(S));
+        assert_eq!(
+            Layout::parse("epoch=2020-05-02T16:00:00Z time=41 worker=10 sequence=12 order=worker-time-sequence"),
+            Ok(S)
+        );
+        // A custom worker-first layout prints in the same form and parses back.
+        let custom =
+            Layout::parse("order=Worker-Time-Sequence epoch=2024-01-01 time=40 worker=8 seq=14")
+                .unwrap();
+        assert_eq!(custom.order, Order::WorkerTimeSequence);
+        assert_eq!(custom.preset_name(), None);
+        assert_eq!(Layout::parse(&custom.to_string()), Ok(custom));
+        assert!(custom.check_generation().is_ok());
+        // Every order's name parses back to it.
+        for order in Order::ALL {
+            let l = Layout {
+                order,
+                ..Layout::SNOWFLAKE
+            };
+            assert_eq!(Layout::parse(&l.to_string()), Ok(l));
+        }
+        // The existing layouts print as before: their text is persisted with the marks.
+        assert_eq!(
+            Layout::SNOWFLAKE.to_string(),
+            "epoch=1735689600000 unit=1ms time=41 worker=10 sequence=12 order=time-worker-sequence"
+        );
+        assert_eq!(
+            Layout::SONYFLAKE.to_string(),
+            "epoch=1409529600000 unit=10ms time=39 worker=16 sequence=8 order=time-sequence-worker"
+        );
+        let bad = Layout::parse(
+            "epoch=2020-01-01 time=41 worker=10 sequence=12 order=worker-sequence-time",
+        )
+        .unwrap_err();
+        assert!(bad.contains("worker-time-sequence"), "{bad}");
+        // With the worker first, the sign bit may not be part of the worker id.
+        let bad = Layout::parse(
+            "epoch=2020-01-01 time=42 worker=10 sequence=12 order=worker-time-sequence",
+        )
+        .unwrap_err();
+        assert!(bad.contains("at most 63"), "{bad}");
+        assert!(Layout::parse("epoch=2020-01-01 time=42 worker=10 sequence=12").is_ok());
+    }
+
+    #[test]
+    fn worker_first_decoding_refuses_what_is_no_id_of_the_layout() {
+        assert_eq!(S.decompose(-1), Err(LayoutError::NegativeId(-1)));
+        assert_eq!(
+            S.decompose(i64::MAX).unwrap(),
+            Parts {
+                time: S.max_time(),
+                worker: 1023,
+                seq: 4095
+            }
+        );
+        // Narrower than 63 bits: a bit above the worker field is past the layout's largest id.
+        let narrow = Layout::parse(
+            "epoch=2020-01-01 time=40 worker=8 sequence=12 order=worker-time-sequence",
+        )
+        .unwrap();
+        let largest = narrow.max_id(narrow.max_time());
+        assert_eq!(largest, (1 << 60) - 1);
+        assert!(narrow.decompose(largest).is_ok());
+        assert_eq!(
+            narrow.decompose(largest + 1),
+            Err(LayoutError::IdAfterEnd(largest + 1))
+        );
+    }
+
+    #[test]
+    fn only_worker_first_layouts_are_not_time_first() {
+        for (name, layout) in Layout::PRESETS {
+            assert_eq!(layout.is_time_first(), name != "seata", "{name}");
+        }
+        // In Seata's layout min_id and max_id still bound every id of a later / earlier unit,
+        // but hold other units' ids between them.
+        let t = 123_456_789;
+        assert!(S.min_id(t) <= S.compose(t + 5, 0, 0) && S.compose(t, 9, 0) <= S.max_id(t));
+        assert!(S.compose(t - 1, 9, 0) > S.min_id(t) && S.compose(t + 1, 0, 0) < S.max_id(t));
     }
 }
