@@ -19,7 +19,7 @@
 //! time first, so a B-tree on them is filled at its right edge. The exception is Seata's
 //! `worker | time | sequence` ([`Order::WorkerTimeSequence`]): its ids are ordered by worker
 //! first and by time only within a worker, so a time range is one key range per worker
-//! ([`Layout::is_time_first`]) and a B-tree fed by several workers is
+//! ([`Layout::is_time_first`], [`Layout::key_ranges`]) and a B-tree fed by several workers is
 //! filled at one point per worker.
 //!
 //! The generator does not count time and sequence separately: it counts *ticks*, the number
@@ -415,7 +415,7 @@ impl Layout {
     /// Whether ids ordered by value are ordered by time first, across workers: every order
     /// but `worker-time-sequence`. In a time-first layout the ids of a time range are one key
     /// range (from [`Layout::min_id`] of its first unit to [`Layout::max_id`] of its last); in
-    /// a worker-first one they are one range per worker, and
+    /// a worker-first one they are one range per worker ([`Layout::key_ranges`]), and
     /// `min_id`..`max_id` of a time range holds ids of every other time too.
     pub fn is_time_first(&self) -> bool {
         self.order != Order::WorkerTimeSequence
@@ -494,6 +494,56 @@ impl Layout {
     /// later unit is above it, in a worker-first one not.
     pub fn max_id(&self, time: u64) -> i64 {
         self.compose(time, self.max_worker(), self.max_seq())
+    }
+
+    /// The key ranges of the ids made from time unit `times.start()` to `times.end()` (both
+    /// included; clamped to the layout's last unit) by the workers in `workers` (any order,
+    /// repeats and ids past [`Layout::max_worker`] ignored): inclusive `(from, to)` pairs of
+    /// ids, ascending, disjoint and not adjacent.
+    ///
+    /// Every such id lies in one of them. In a worker-first layout the ranges are exact, one
+    /// per worker (adjacent ones merged): an id in them has a time in `times` and a worker in
+    /// `workers`. In a time-first layout they are one range, from the smallest id the workers
+    /// can have in the first unit to the largest in the last, which holds the other workers'
+    /// ids of those units too (and, with fewer than every worker, some of theirs in between);
+    /// with every worker it is exact. A planner bound made of them (`id BETWEEN from AND to`
+    /// for each, or'ed) is implied by the time filter, which stays beside it. No workers or
+    /// an empty time range: no ranges.
+    pub fn key_ranges(
+        &self,
+        times: std::ops::RangeInclusive<u64>,
+        workers: impl IntoIterator<Item = u32>,
+    ) -> Vec<(i64, i64)> {
+        let (first, last) = (*times.start(), (*times.end()).min(self.max_time()));
+        let mut workers: Vec<u32> = workers
+            .into_iter()
+            .filter(|&w| w <= self.max_worker())
+            .collect();
+        workers.sort_unstable();
+        workers.dedup();
+        let (Some(&low), Some(&high)) = (workers.first(), workers.last()) else {
+            return Vec::new();
+        };
+        if first > last {
+            return Vec::new();
+        }
+        if self.is_time_first() {
+            let from = self.compose(first, low, 0);
+            let to = self.compose(last, high, self.max_seq());
+            return vec![(from.min(to), from.max(to))];
+        }
+        let mut ranges: Vec<(i64, i64)> = Vec::with_capacity(workers.len());
+        for w in workers {
+            let (from, to) = (
+                self.compose(first, w, 0),
+                self.compose(last, w, self.max_seq()),
+            );
+            match ranges.last_mut() {
+                Some(prev) if prev.1.checked_add(1) == Some(from) => prev.1 = to,
+                _ => ranges.push((from, to)),
+            }
+        }
+        ranges
     }
 
     /// The time unit (since the epoch) of a PostgreSQL timestamp (microseconds since
@@ -1023,5 +1073,119 @@ mod tests {
         let t = 123_456_789;
         assert!(S.min_id(t) <= S.compose(t + 5, 0, 0) && S.compose(t, 9, 0) <= S.max_id(t));
         assert!(S.compose(t - 1, 9, 0) > S.min_id(t) && S.compose(t + 1, 0, 0) < S.max_id(t));
+    }
+
+    /// Every id of `layout` in `times` of `workers`, checked against `key_ranges` by sampling:
+    /// each is in a range, and (when `exact`) each id in a range is of those times and workers.
+    fn check_ranges(
+        layout: Layout,
+        times: std::ops::RangeInclusive<u64>,
+        workers: &[u32],
+        exact: bool,
+    ) {
+        let ranges = layout.key_ranges(times.clone(), workers.iter().copied());
+        assert!(ranges.windows(2).all(|w| w[0].1 + 1 < w[1].0), "{ranges:?}");
+        assert!(ranges.iter().all(|r| r.0 <= r.1));
+        let inside = |id: i64| ranges.iter().any(|&(a, b)| a <= id && id <= b);
+        let t0 = *times.start();
+        let t1 = (*times.end()).min(layout.max_time());
+        for w in 0..=layout.max_worker().min(40) {
+            for t in [
+                t0.saturating_sub(1),
+                t0,
+                t0 + 1,
+                (t0 + t1) / 2,
+                t1.saturating_sub(1),
+                t1,
+                t1 + 1,
+            ] {
+                if t > layout.max_time() {
+                    continue;
+                }
+                for seq in [0, 1, layout.max_seq()] {
+                    let id = layout.compose(t, w, seq);
+                    let wanted = times.contains(&t) && workers.contains(&w);
+                    if wanted {
+                        assert!(
+                            inside(id),
+                            "{layout}: t {t} w {w} s {seq} not in {ranges:?}"
+                        );
+                    } else if exact {
+                        assert!(!inside(id), "{layout}: t {t} w {w} s {seq} in {ranges:?}");
+                    }
+                }
+            }
+        }
+        if exact {
+            for &(a, b) in &ranges {
+                for id in [a, a + 1, (a / 2 + b / 2), b - 1, b] {
+                    let p = layout.decompose(id).unwrap();
+                    assert!(
+                        times.contains(&p.time) && workers.contains(&p.worker),
+                        "{id} {p:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn key_ranges_are_one_per_worker_when_the_worker_comes_first() {
+        let hour = 3_600_000;
+        let t = S.time_from_unix_ms(1_795_341_600_000);
+        let ranges = S.key_ranges(t..=t + 3 * hour, [7, 3, 9, 3]);
+        assert_eq!(
+            ranges,
+            vec![
+                (S.compose(t, 3, 0), S.compose(t + 3 * hour, 3, 4095)),
+                (S.compose(t, 7, 0), S.compose(t + 3 * hour, 7, 4095)),
+                (S.compose(t, 9, 0), S.compose(t + 3 * hour, 9, 4095)),
+            ]
+        );
+        check_ranges(S, t..=t + 3 * hour, &[3, 7, 9], true);
+        check_ranges(S, t..=t, &[0, 1, 2, 1023], true);
+        check_ranges(S, 0..=5, &[0, 1, 2, 1023], true);
+        // Up to the end: the end of worker w's range meets worker w+1's from time 0.
+        check_ranges(S, 0..=S.max_time(), &[0, 1, 2, 5], true);
+        assert_eq!(
+            S.key_ranges(0..=u64::MAX, [2, 0, 1, 5]),
+            vec![
+                (0, S.compose(S.max_time(), 2, 4095)),
+                (5 << 53, (6 << 53) - 1)
+            ]
+        );
+        assert_eq!(
+            S.key_ranges(0..=u64::MAX, 0..=S.max_worker()),
+            vec![(0, i64::MAX)]
+        );
+        // Every worker, an hour: 1,024 ranges.
+        assert_eq!(S.key_ranges(t..=t + hour, 0..=S.max_worker()).len(), 1024);
+        // Nothing asked, nothing returned; workers past the layout are no workers of it.
+        assert!(S.key_ranges(t..=t + hour, []).is_empty());
+        assert!(S.key_ranges(t + 1..=t, [1]).is_empty());
+        assert!(S.key_ranges(t..=t, [1024, 5000]).is_empty());
+    }
+
+    #[test]
+    fn key_ranges_are_one_range_when_time_comes_first() {
+        let hour = 3_600_000;
+        for layout in [L, Layout::SONYFLAKE, Layout::INSTAGRAM] {
+            let t = layout.time_from_unix_ms(1_795_341_600_000);
+            let every = layout.key_ranges(t..=t + hour, 0..=layout.max_worker());
+            assert_eq!(every, vec![(layout.min_id(t), layout.max_id(t + hour))]);
+            check_ranges(
+                layout,
+                t..=t + hour,
+                &(0..=layout.max_worker()).collect::<Vec<_>>(),
+                true,
+            );
+            // A few workers: one range that holds theirs (and others' ids besides).
+            check_ranges(layout, t..=t + hour, &[3, 7, 9], false);
+            check_ranges(layout, t..=t, &[5], false);
+            assert_eq!(layout.key_ranges(t..=t + hour, [3, 9]).len(), 1);
+        }
+        // Time-first with a subset of workers: tighter than every worker's.
+        let r = L.key_ranges(100..=200, [3, 9]);
+        assert_eq!(r, vec![(L.compose(100, 3, 0), L.compose(200, 9, 4095))]);
     }
 }
