@@ -545,6 +545,26 @@ impl Layout {
         ranges
     }
 
+    /// The time units whose timestamp (the one `snowflake_timestamp` gives their ids) lies
+    /// from `lower` to `upper`, both PostgreSQL timestamps (microseconds since 2000-01-01)
+    /// included, either open (`None`); clamped to the layout's units, `None` when no unit
+    /// does. With [`Layout::key_ranges`]: the ids a time filter can match, as key ranges.
+    pub fn units_between_pg(
+        &self,
+        lower: Option<i64>,
+        upper: Option<i64>,
+    ) -> Option<std::ops::RangeInclusive<u64>> {
+        let epoch = (self.epoch_unix_ms - PG_EPOCH_UNIX_MS) as i128 * 1000;
+        let unit = self.unit_ms as i128 * 1000;
+        let max = self.max_time() as i128;
+        // The first unit at or after `lower`, the last at or before `upper`.
+        let first = lower
+            .map_or(0, |t| -(epoch - t as i128).div_euclid(unit))
+            .max(0);
+        let last = upper.map_or(max, |t| (t as i128 - epoch).div_euclid(unit).min(max));
+        (first <= last).then_some(first as u64..=last as u64)
+    }
+
     /// The time unit (since the epoch) of a PostgreSQL timestamp (microseconds since
     /// 2000-01-01), rounded down. `infinity` and `-infinity` are out of range like any other
     /// time outside the layout.
@@ -1192,6 +1212,67 @@ mod tests {
         assert!(S.key_ranges(t..=t + hour, []).is_empty());
         assert!(S.key_ranges(t + 1..=t, [1]).is_empty());
         assert!(S.key_ranges(t..=t, [1024, 5000]).is_empty());
+    }
+
+    #[test]
+    fn time_filters_become_units_then_key_ranges() {
+        for layout in [L, S, Layout::SONYFLAKE] {
+            let unit = layout.unit_ms as i64 * 1000;
+            let t = layout.pg_micros_from_time(1_000_000);
+            // At a unit's start it is included from both sides; a microsecond past, only below.
+            assert_eq!(
+                layout.units_between_pg(Some(t), Some(t)),
+                Some(1_000_000..=1_000_000)
+            );
+            assert_eq!(layout.units_between_pg(Some(t + 1), Some(t + 1)), None);
+            assert_eq!(
+                layout.units_between_pg(Some(t + 1), Some(t + unit)),
+                Some(1_000_001..=1_000_001)
+            );
+            assert_eq!(
+                layout.units_between_pg(Some(t - 1), Some(t + unit - 1)),
+                Some(1_000_000..=1_000_000)
+            );
+            // Open ends and ends outside the layout are clamped; nothing in range is None.
+            assert_eq!(
+                layout.units_between_pg(None, None),
+                Some(0..=layout.max_time())
+            );
+            assert_eq!(
+                layout.units_between_pg(Some(i64::MIN), Some(i64::MAX)),
+                Some(0..=layout.max_time())
+            );
+            let epoch = layout.pg_micros_from_time(0);
+            assert_eq!(layout.units_between_pg(None, Some(epoch - 1)), None);
+            assert_eq!(layout.units_between_pg(None, Some(epoch)), Some(0..=0));
+            let end = layout.pg_micros_from_time(layout.max_time());
+            assert_eq!(layout.units_between_pg(Some(end + 1), None), None);
+            assert_eq!(
+                layout.units_between_pg(Some(end), None),
+                Some(layout.max_time()..=layout.max_time())
+            );
+            assert_eq!(layout.units_between_pg(Some(t + unit), Some(t)), None);
+        }
+        // Rows of three workers over three hours, filtered to one hour: the ranges hold exactly
+        // that hour's ids of those workers in Seata's layout.
+        let hour_us = 3_600_000_000i64;
+        let from = S.pg_micros_from_time(S.time_from_unix_ms(1_795_341_600_000));
+        let units = S
+            .units_between_pg(Some(from + hour_us), Some(from + 2 * hour_us - 1))
+            .unwrap();
+        let ranges = S.key_ranges(units.clone(), [2, 5, 9]);
+        assert_eq!(ranges.len(), 3);
+        let inside = |id: i64| ranges.iter().any(|&(a, b)| a <= id && id <= b);
+        for worker in [2, 5, 9] {
+            for minute in 0..180 {
+                let us = from + minute * 60_000_000 + 17_000;
+                let time = S.time_from_pg_micros(us).unwrap();
+                let id = S.compose(time, worker, 4095);
+                let ts = S.pg_micros_from_time(S.decompose(id).unwrap().time);
+                let in_filter = (from + hour_us..from + 2 * hour_us).contains(&ts);
+                assert_eq!(inside(id), in_filter, "worker {worker} minute {minute}");
+            }
+        }
     }
 
     #[test]
