@@ -23,13 +23,15 @@ For each: the primary key's size and average leaf density (pgstattuple's pgstati
 the insert and after REINDEX (packed at the fillfactor, 90), the insert rate (rows/s, the
 statement's wall time; the median of the rounds, which run the cases in a new random order
 each), and the WAL it wrote (pg_current_wal_lsn before and after, a CHECKPOINT first so every
-run starts alike). A second, shorter pass (one round) sweeps the rate for the time-first
-orders at 8 and 64 workers. It starts its own PostgreSQL cluster (Debian's 15 unless PG_MAJOR
+run starts alike). Two shorter passes (one round each) follow: the rate swept for the
+time-first orders at 8 and 64 workers, and the primary key's fillfactor (70 and 100 beside
+PostgreSQL's 90) where the index is half empty. It starts its own PostgreSQL cluster (Debian's 15 unless PG_MAJOR
 says otherwise) under /tmp as the user postgres, on --port.
 
   python3 bench/m7.py                 2,000,000 rows, 3 rounds: docs/results.md's M7 section,
                                       docs/bench-m7.svg, docs/bench-m7.json and .csv
   python3 bench/m7.py --rows 20000 --rounds 1 --out /tmp/m7   a smoke run elsewhere
+  python3 bench/m7.py --reuse docs/bench-m7.json   measures only the cases that file lacks
   bench/run --m7                      the same as the first, through bench/run (which then
                                       builds and installs nothing)
 """
@@ -82,6 +84,11 @@ KINDS = {
 }
 
 
+# A B-tree's default fillfactor: how full its rightmost leaf is left when it splits, and how full
+# CREATE INDEX and REINDEX pack every leaf.
+DEFAULT_FILLFACTOR = 90
+
+
 def psql(port, sql):
     out = subprocess.run(
         [str(PGBIN / "psql"), "-X", "-q", "-At", "-F", "|", "-v", "ON_ERROR_STOP=1",
@@ -94,13 +101,14 @@ def psql(port, sql):
 
 def measure(port, case, rows):
     """One insert of `rows` rows into a fresh table; returns the measurements."""
-    kind, arrival, workers, rate = case
+    kind, arrival, workers, rate, fillfactor = case
     column, expr = KINDS[kind]
+    with_ff = "" if fillfactor == DEFAULT_FILLFACTOR else f" WITH (fillfactor = {fillfactor})"
     order = "i" if arrival == "round-robin" else f"{MS.format(W=workers, R=rate)}, random()"
     # The staging table holds the ids (or, for bigserial, only the row numbers) in arrival
     # order; a sequential scan of a new table returns them in that order.
     value = "NULL::bigint" if expr is None else expr.format(W=workers, R=rate)
-    psql(port, f"DROP TABLE IF EXISTS m7, m7_stage; CREATE TABLE m7 (id {column} PRIMARY KEY, v bigint);\n"
+    psql(port, f"DROP TABLE IF EXISTS m7, m7_stage; CREATE TABLE m7 (id {column} PRIMARY KEY{with_ff}, v bigint);\n"
                f"CREATE UNLOGGED TABLE m7_stage AS SELECT {value} AS id, i AS v "
                f"FROM generate_series(0, {rows - 1}::bigint) i ORDER BY {order};\n"
                "VACUUM ANALYZE m7_stage;")
@@ -129,9 +137,10 @@ def measure(port, case, rows):
 
 def combine(case, rows, runs):
     """The rounds of one case: medians, and the insert rate's min and max."""
-    kind, arrival, workers, rate = case
+    kind, arrival, workers, rate, fillfactor = case
     med = statistics.median
-    r = {"kind": kind, "arrival": arrival, "workers": workers, "rate": rate, "rows": rows, "rounds": len(runs)}
+    r = {"kind": kind, "arrival": arrival, "workers": workers, "rate": rate, "fillfactor": fillfactor, "rows": rows,
+         "rounds": len(runs)}
     for key in runs[0]:
         r[key] = med(x[key] for x in runs)
     r["rows_per_s_min"] = min(x["rows_per_s"] for x in runs)
@@ -174,6 +183,15 @@ def sweep_table(sweep, rates, workers_list):
                 r = next((r for r in sweep if (r["kind"], r["workers"], r["rate"]) == (kind, w, rate)), None)
                 cells.append(f"{mb(r['index_bytes']):.1f} MB, {r['leaf_density']:.0f}%" if r else "")
             lines.append(f"| {kind} | {w} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def fillfactor_table(ff):
+    lines = ["| ids | workers | ids per ms per worker | fillfactor | index MB | leaf density | after REINDEX: MB (density) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in ff:
+        lines.append(f"| {r['kind']} | {r['workers']} | {r['rate']:,} | {r['fillfactor']} | {mb(r['index_bytes']):.1f} "
+                     f"| {r['leaf_density']:.1f}% | {mb(r['reindexed_bytes']):.1f} ({r['reindexed_density']:.1f}%) |")
     return lines
 
 
@@ -255,7 +273,7 @@ def saved_section(results_md):
     return None
 
 
-def section(res, sweep, rows, rounds, sweep_rates, sweep_workers, version, elapsed):
+def section(res, sweep, ff, rows, rounds, sweep_rates, sweep_workers, version, took):
     lines = ["## M7: the primary key's B-tree under time-first, worker-first (Seata), bigserial and UUIDv7 ids", "",
              f"Made by `bench/m7.py` (`bench/run --m7`) on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
              f"{os.cpu_count()} cores, {version.split(',')[0]}, no extension. {rows:,} rows per run, computed in SQL "
@@ -270,12 +288,17 @@ def section(res, sweep, rows, rounds, sweep_rates, sweep_workers, version, elaps
              "`pg_current_wal_lsn()` difference over it (heap included), after a `CHECKPOINT`. "
              f"Medians of {rounds} round{'s' if rounds > 1 else ''}, the cases in a new random order each round, "
              "on a machine shared with other work: take the rates as rough. "
-             f"Took {elapsed / 60:.1f} min.", ""]
+             f"{took}", ""]
     lines += results_table(res)
     lines += ["", "![M7: primary-key size by id kind, workers and rate](bench-m7.svg)", ""]
     if sweep:
         lines += [f"Index size and average leaf density against the rate (round-robin arrival, one round):", ""]
         lines += sweep_table(sweep, sweep_rates, sweep_workers)
+        lines += [""]
+    if ff:
+        lines += ["The primary key's fillfactor where the index is half empty (round-robin arrival, one round; "
+                  f"{DEFAULT_FILLFACTOR} is PostgreSQL's default, the rows above):", ""]
+        lines += fillfactor_table(ff)
         lines += [""]
     return lines
 
@@ -289,6 +312,9 @@ def main():
     ap.add_argument("--kinds", default=",".join(KINDS), help="which ids, comma-separated")
     ap.add_argument("--sweep-rates", default="1,16,64,256,1024,4096",
                     help="the rates of the sweep (empty: no sweep)")
+    ap.add_argument("--fillfactors", default="70,100",
+                    help="the primary key's fillfactors to try beside 90 where the index is half empty (empty: none)")
+    ap.add_argument("--reuse", help="a bench-m7.json of an earlier run (same rows, same server): its cases are not measured again")
     ap.add_argument("--port", type=int, default=15997)
     ap.add_argument("--out", help="where to write results.md's M7 section, bench-m7.svg/.json/.csv (default docs/)")
     ap.add_argument("--print-only", action="store_true", help="print the tables, write nothing")
@@ -298,19 +324,47 @@ def main():
     kinds = args.kinds.split(",")
     sweep_rates = [int(x) for x in args.sweep_rates.split(",") if x]
     sweep_workers = [w for w in workers_list if w > 1]
+    args.fillfactors = [int(x) for x in args.fillfactors.split(",") if x]
     out = Path(args.out) if args.out else ROOT / "docs"
 
+    ff = DEFAULT_FILLFACTOR
     cases = []
     for kind in kinds:
         for workers in ([1] if kind == "bigserial" else workers_list):
             for rate in ([1] if kind == "bigserial" else rates):
-                cases.append((kind, "round-robin", workers, rate))
+                cases.append((kind, "round-robin", workers, rate, ff))
     # Random arrival within a millisecond, where it can matter: several workers at the top rate.
     for kind in ("time-first", "time-seq-worker", "worker-first"):
         if kind in kinds:
-            cases += [(kind, "shuffled", w, max(rates)) for w in workers_list if w > 1]
-    sweep_cases = [(kind, "round-robin", w, rate) for kind in ("time-first", "time-seq-worker") if kind in kinds
+            cases += [(kind, "shuffled", w, max(rates), ff) for w in workers_list if w > 1]
+    sweep_cases = [(kind, "round-robin", w, rate, ff) for kind in ("time-first", "time-seq-worker") if kind in kinds
                    for w in sweep_workers for rate in sweep_rates if rate not in rates]
+    # The fillfactor where the index is half empty: worker-first ids from a few workers at the
+    # realistic rate, time-first ids from many at the top rate.
+    half_empty = [c for c in [("worker-first", "round-robin", min(sweep_workers, default=0), min(rates)),
+                              ("time-first", "round-robin", max(sweep_workers, default=0), max(rates))]
+                  if c[0] in kinds and c[2] > 1]
+    ff_cases = [c + (f,) for c in half_empty for f in args.fillfactors]
+    ff_rows = [c + (f,) for c in half_empty for f in sorted(set(args.fillfactors) | {ff})]
+
+    runs = {c: [] for c in cases + sweep_cases + ff_cases}
+    reused = 0
+    if args.reuse:
+        old = json.loads(Path(args.reuse).read_text())
+        if old["rows"] != args.rows:
+            raise SystemExit(f"{args.reuse} has runs of {old['rows']:,} rows, not {args.rows:,}")
+        for entry in old["runs"]:
+            case = tuple(entry["case"]) + ((ff,) if len(entry["case"]) == 4 else ())
+            if case in runs and entry["runs"]:
+                runs[case] = entry["runs"]
+                reused += 1
+    todo = {c for c, v in runs.items() if not v}
+
+    def show(case, r):
+        kind, arrival, workers, rate, fillfactor = case
+        print(f"{kind:15} {arrival:11} W={workers:<3} R={rate:<5} ff={fillfactor:<3} index {mb(r['index_bytes']):6.1f} MB "
+              f"density {r['leaf_density']:5.1f}% reindexed {mb(r['reindexed_bytes']):6.1f} MB "
+              f"{r['rows_per_s']:>9,.0f} rows/s WAL {mb(r['wal_bytes']):6.0f} MB", flush=True)
 
     data = Path(f"/tmp/snowflake_ext-m7-{args.port}")
     env = dict(os.environ, PG_MAJOR=PG_MAJOR)
@@ -320,46 +374,49 @@ def main():
                     "fsync=on", "synchronous_commit=on"], check=True, env=env)
     subprocess.run([str(CLUSTER), "start", str(data)], check=True, env=env)
     started = time.time()
-    runs = {c: [] for c in cases + sweep_cases}
-
-    def show(case, r):
-        kind, arrival, workers, rate = case
-        print(f"{kind:15} {arrival:11} W={workers:<3} R={rate:<5} index {mb(r['index_bytes']):6.1f} MB "
-              f"density {r['leaf_density']:5.1f}% reindexed {mb(r['reindexed_bytes']):6.1f} MB "
-              f"{r['rows_per_s']:>9,.0f} rows/s WAL {mb(r['wal_bytes']):6.0f} MB", flush=True)
     try:
         psql(args.port, "CREATE EXTENSION pgstattuple;")
         version = psql(args.port, "SELECT version()").strip()
-        for n in range(args.rounds):
+        if args.reuse and old["version"] != version:
+            raise SystemExit(f"{args.reuse} was measured on {old['version']}, this server is {version}")
+        main_todo = [c for c in cases if c in todo]
+        for n in range(args.rounds if main_todo else 0):
             print(f"== round {n + 1} of {args.rounds}", flush=True)
-            for case in random.sample(cases, len(cases)):
+            for case in random.sample(main_todo, len(main_todo)):
                 runs[case].append(measure(args.port, case, args.rows))
                 show(case, runs[case][-1])
-        if sweep_cases:
-            print("== the rate sweep", flush=True)
-        for case in sweep_cases:
-            runs[case].append(measure(args.port, case, args.rows))
-            show(case, runs[case][-1])
+        for title, group in [("the rate sweep", sweep_cases), ("the fillfactor", ff_cases)]:
+            group = [c for c in group if c in todo]
+            if group:
+                print(f"== {title}", flush=True)
+            for case in group:
+                runs[case].append(measure(args.port, case, args.rows))
+                show(case, runs[case][-1])
     finally:
         subprocess.run([str(CLUSTER), "destroy", str(data)], check=False, env=env)
     elapsed = time.time() - started
+    took = (f"Took {elapsed / 60:.1f} min." if not reused else
+            f"Measured in two invocations: {reused} cases' runs reused from `--reuse`, the other "
+            f"{len(todo)} measured in {elapsed / 60:.1f} min.")
     res = [combine(c, args.rows, runs[c]) for c in cases]
     by = {(r["kind"], r["workers"], r["rate"]): r for r in res if r["arrival"] == "round-robin"}
     sweep = [combine(c, args.rows, runs[c]) for c in sweep_cases]
     sweep += [by[(k, w, r)] for k in ("time-first", "time-seq-worker") for w in sweep_workers for r in sweep_rates
               if (k, w, r) in by]
-    lines = section(res, sweep, args.rows, args.rounds, sweep_rates, sweep_workers, version, elapsed)
+    ffres = [combine(c, args.rows, runs[c]) if c in runs else by[c[0], c[2], c[3]] for c in ff_rows]
+    lines = section(res, sweep, ffres, args.rows, args.rounds, sweep_rates, sweep_workers, version, took)
     print("\n".join(lines))
     if args.print_only:
         return
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench-m7.json").write_text(json.dumps(
         {"version": version, "rows": args.rows, "rounds": args.rounds, "results": res, "sweep": sweep,
-         "runs": [{"case": list(c), "runs": v} for c, v in runs.items()]}, indent=1) + "\n")
+         "fillfactor": ffres, "runs": [{"case": list(c), "runs": v} for c, v in runs.items()]}, indent=1) + "\n")
     with open(out / "bench-m7.csv", "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=list(res[0]) + ["pass"])
         wr.writeheader()
-        wr.writerows([dict(r, **{"pass": "main"}) for r in res] + [dict(r, **{"pass": "sweep"}) for r in sweep])
+        wr.writerows([dict(r, **{"pass": "main"}) for r in res] + [dict(r, **{"pass": "sweep"}) for r in sweep]
+                     + [dict(r, **{"pass": "fillfactor"}) for r in ffres])
     svg_bars(out / "bench-m7.svg", res, rates, workers_list, kinds)
     write_section(out / "results.md", lines)
     print(f"\nwrote {out / 'results.md'} (its M7 section), {out / 'bench-m7.svg'}, .json and .csv")
