@@ -140,7 +140,7 @@ impl Layout {
         Layout::of(1_409_529_600_000, 10, 39, 16, 8, Order::SequenceWorker);
     /// pgEdge's snowflake: our bits, epoch 2023-01-01 UTC.
     pub const PGEDGE: Layout = Layout::of(1_672_531_200_000, 1, 41, 10, 12, Order::WorkerSequence);
-    /// Seata's `IdWorker` (io.seata.common.util.IdWorker, Seata 1.4 on): a 10-bit worker id,
+    /// Seata's improved `IdWorker` (io.seata.common.util.IdWorker): a 10-bit worker id,
     /// then 41 bits of ms since 1588435200000 (2020-05-03 00:00 UTC+8, 2020-05-02 16:00 UTC),
     /// then a 12-bit sequence: `workerId << (41 + 12) | timestampAndSequence`. It lasts until
     /// 2090-01-07 07:47:35.551 UTC.
