@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.dont_write_bytecode = True  # no bench/__pycache__
 import m7  # noqa: E402  (bench/m7.py: M7, which runs on its own)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -202,7 +202,7 @@ COLOURS = {"time-first": "#d62728", "time-seq-worker": "#8c564b", "worker-first"
 def svg_bars(path, res, rates, workers_list, kinds):
     """One panel per rate: grouped bars of index size per worker count, one bar per kind
     (round-robin arrival), each labelled with its average leaf density."""
-    w, h, pad, top_pad = 560, 360, 60, 50
+    w, h, pad, top_pad = 600, 360, 60, 50
     ymax_raw = max(mb(r["index_bytes"]) for r in res)
     step = next(m * 10 ** e for e in range(0, 6) for m in (1, 2, 5) if m * 10 ** e * 5 >= ymax_raw)
     ymax = step * 5
@@ -241,10 +241,11 @@ def svg_bars(path, res, rates, workers_list, kinds):
                 parts.append(f'<text x="{bx + bar_w / 2:.1f}" y="{sy(v) - 4:.1f}" text-anchor="middle" '
                              f'font-size="9">{r["leaf_density"]:.0f}%</text>')
         parts.append(f'<line x1="{x0 + pad}" y1="{sy(0)}" x2="{x0 + w - 20}" y2="{sy(0)}" stroke="black"/>')
-        for k, kind in enumerate(kinds):
-            lx = x0 + pad + k * 100
+        lx = x0 + pad
+        for kind in kinds:
             parts.append(f'<rect x="{lx}" y="{h - 18}" width="14" height="10" fill="{COLOURS[kind]}"/>')
             parts.append(f'<text x="{lx + 18}" y="{h - 9}">{kind}</text>')
+            lx += 18 + 7 * len(kind) + 14
     parts.append("</svg>")
     Path(path).write_text("\n".join(parts) + "\n")
 
@@ -348,11 +349,12 @@ def main():
     ff_rows = [c + (f,) for c in half_empty for f in sorted(set(args.fillfactors) | {ff})]
 
     runs = {c: [] for c in cases + sweep_cases + ff_cases}
-    reused = 0
+    reused, measured_before = 0, 0.0
     if args.reuse:
         old = json.loads(Path(args.reuse).read_text())
         if old["rows"] != args.rows:
             raise SystemExit(f"{args.reuse} has runs of {old['rows']:,} rows, not {args.rows:,}")
+        measured_before = old.get("measured_s", 0.0)
         for entry in old["runs"]:
             case = tuple(entry["case"]) + ((ff,) if len(entry["case"]) == 4 else ())
             if case in runs and entry["runs"]:
@@ -395,9 +397,10 @@ def main():
     finally:
         subprocess.run([str(CLUSTER), "destroy", str(data)], check=False, env=env)
     elapsed = time.time() - started
+    measured = measured_before + (elapsed if todo else 0.0)
     took = (f"Took {elapsed / 60:.1f} min." if not reused else
-            f"Measured in two invocations: {reused} cases' runs reused from `--reuse`, the other "
-            f"{len(todo)} measured in {elapsed / 60:.1f} min.")
+            f"Measured in more than one invocation ({reused} cases reused with `--reuse`, {len(todo)} measured "
+            f"in the last), {measured / 60:.1f} min in all.")
     res = [combine(c, args.rows, runs[c]) for c in cases]
     by = {(r["kind"], r["workers"], r["rate"]): r for r in res if r["arrival"] == "round-robin"}
     sweep = [combine(c, args.rows, runs[c]) for c in sweep_cases]
@@ -410,7 +413,8 @@ def main():
         return
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench-m7.json").write_text(json.dumps(
-        {"version": version, "rows": args.rows, "rounds": args.rounds, "results": res, "sweep": sweep,
+        {"version": version, "rows": args.rows, "rounds": args.rounds, "measured_s": measured,
+         "results": res, "sweep": sweep,
          "fillfactor": ffres, "runs": [{"case": list(c), "runs": v} for c, v in runs.items()]}, indent=1) + "\n")
     with open(out / "bench-m7.csv", "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=list(res[0]) + ["pass"])
