@@ -274,6 +274,100 @@ def saved_section(results_md):
     return None
 
 
+def findings(res, sweep, ff):
+    """What the tables say, in sentences computed from them."""
+    rr = {(r["kind"], r["workers"], r["rate"]): r for r in res if r["arrival"] == "round-robin"}
+    sh = {(r["kind"], r["workers"], r["rate"]): r for r in res if r["arrival"] == "shuffled"}
+    serial = rr.get(("bigserial", 1, 1))
+    if serial is None:
+        return []
+    base = serial["index_bytes"]
+    rates = sorted({r["rate"] for r in res if r["kind"] != "bigserial"})
+    workers = sorted({r["workers"] for r in res if r["kind"] != "bigserial"})
+    low, high = rates[0], rates[-1]
+    many = [w for w in workers if w > 1]
+
+    def size(r):
+        return f"{mb(r['index_bytes']):.1f} MB ({r['index_bytes'] / base:.2f}x, {r['leaf_density']:.0f}% full)"
+
+    def listed(rs):
+        return ", ".join(f"{r['workers']} workers {size(r)}" for r in rs)
+
+    out = [f"What it shows (bigserial's index: {mb(base):.1f} MB, {serial['leaf_density']:.0f}% full):", ""]
+    wf = [rr[("worker-first", w, low)] for w in many if ("worker-first", w, low) in rr]
+    if wf:
+        out.append("* **Worker-first (Seata) ids from more than one worker half-fill the index at any rate:** "
+                   + listed(wf)
+                   + f" at {low:,} id{'s' if low > 1 else ''} per ms per worker"
+                   + "; from one worker they are bigserial's. Every worker's ids go to their own place in the key "
+                   "space, and a B-tree leaf that is not the rightmost splits in half, so each worker but the last "
+                   "leaves half-empty pages behind it.")
+    tf_low = [rr[("time-first", w, low)] for w in many if ("time-first", w, low) in rr]
+    tf_high = [rr[("time-first", w, high)] for w in many if ("time-first", w, high) in rr]
+    if tf_low and tf_high:
+        line = (f"* **Time-first ids (the default layout)** are bigserial's size at {low:,} id per ms per worker "
+                f"({listed(tf_low)}), but at {high:,} per ms per "
+                f"worker they half-fill it too: {listed(tf_high)}. "
+                f"Once one millisecond's ids of all the workers fill more than a leaf page (bigserial's leaves hold "
+                f"{serial['rows'] / serial['leaf_pages']:.0f} keys each), the "
+                "workers' ranges within that millisecond fill side by side, each at its own insertion point.")
+        firsts = []
+        for w in sorted(many, reverse=True):
+            half = sorted((r for r in sweep if r["kind"] == "time-first" and r["workers"] == w
+                           and r["leaf_density"] < 75), key=lambda r: r["rate"])
+            if half:
+                firsts.append(f"from {half[0]['rate']:,} ids per ms per worker with {w} workers ({size(half[0])})")
+        if firsts:
+            line += " In the rate sweep the index is below 75% full " + " and ".join(firsts) + "."
+        out.append(line)
+    tsw = [rr[("time-seq-worker", w, high)] for w in many if ("time-seq-worker", w, high) in rr]
+    if tsw:
+        out.append(f"* **Sequence before worker** (`order=time-sequence-worker`, Sonyflake's order) keeps one append "
+                   f"point when the workers' ids arrive evenly interleaved: {listed(tsw)} "
+                   f"at {high:,} per ms per worker.")
+    shuffled = [r for r in sh.values()]
+    if shuffled:
+        lo_d = min(r["leaf_density"] for r in shuffled)
+        hi_d = max(r["leaf_density"] for r in shuffled)
+        lo_s = min(r["index_bytes"] for r in shuffled) / base
+        hi_s = max(r["index_bytes"] for r in shuffled) / base
+        out.append(f"* **Ids arriving in a random order within each millisecond** (several workers at {high:,} per "
+                   f"ms each) make every order alike: {lo_s:.2f}x to {hi_s:.2f}x bigserial's index, {lo_d:.0f}% to "
+                   f"{hi_d:.0f}% full: the inserts land at random inside the current millisecond's key range.")
+    uu = [r for (k, w, rate), r in rr.items() if k == "UUIDv7"]
+    if uu:
+        u_low = [r for r in uu if r["rate"] == low]
+        u_high = [r for r in uu if r["rate"] == high]
+        worst = max(u_high, key=lambda r: r["index_bytes"])
+        out.append(f"* **UUIDv7** is 16 bytes a key: {size(u_low[0])} at {low:,} per ms; {size(worst)} "
+                   f"at {high:,} per ms (random bits within a millisecond).")
+    packed = [r for r in res if r["kind"] != "UUIDv7"]
+    if packed:
+        reidx = {r["reindexed_bytes"] for r in packed}
+        span = f"{mb(min(reidx)):.1f}" + (f"-{mb(max(reidx)):.1f}" if len(reidx) > 1 else "")
+        out.append(f"* **`REINDEX` packs every bigint index back to {span} MB** "
+                   f"({min(r['reindexed_density'] for r in packed):.0f}% full), whatever made it half empty.")
+    if ff:
+        groups = {}
+        for r in sorted(ff, key=lambda r: r["fillfactor"]):
+            groups.setdefault((r["kind"], r["workers"], r["rate"]), []).append(r)
+        factors = ", ".join(str(f) for f in sorted({r["fillfactor"] for r in ff}))
+        parts = []
+        for (kind, w, rate), rs in groups.items():
+            densities = ", ".join(f"{r['leaf_density']:.0f}%" for r in rs)
+            parts.append(f"{densities} full ({kind}, {w} workers, {rate:,} per ms)")
+        out.append(f"* **The fillfactor does not help while inserting:** at fillfactor {factors} the insert leaves "
+                   f"the index {'; '.join(parts)}. PostgreSQL applies it only to splits of the rightmost leaf and "
+                   "to `CREATE INDEX` and `REINDEX`.")
+    wal_half = [r for r in res if r["kind"] != "UUIDv7" and r["leaf_density"] < 60]
+    wal_full = [r for r in res if r["kind"] != "UUIDv7" and r["kind"] != "bigserial" and r["leaf_density"] > 85]
+    if wal_half and wal_full:
+        out.append(f"* **WAL:** {mb(min(r['wal_bytes'] for r in wal_full)):.0f} MB for a packed bigint index, "
+                   f"{mb(min(r['wal_bytes'] for r in wal_half)):.0f}-{mb(max(r['wal_bytes'] for r in wal_half)):.0f} MB "
+                   f"for a half-empty one (heap included); bigserial {mb(serial['wal_bytes']):.0f} MB.")
+    return out + [""]
+
+
 def section(res, sweep, ff, rows, rounds, sweep_rates, sweep_workers, version, took):
     lines = ["## M7: the primary key's B-tree under time-first, worker-first (Seata), bigserial and UUIDv7 ids", "",
              f"Made by `bench/m7.py` (`bench/run --m7`) on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
@@ -290,6 +384,7 @@ def section(res, sweep, ff, rows, rounds, sweep_rates, sweep_workers, version, t
              f"Medians of {rounds} round{'s' if rounds > 1 else ''}, the cases in a new random order each round, "
              "on a machine shared with other work: take the rates as rough. "
              f"{took}", ""]
+    lines += findings(res, sweep, ff)
     lines += results_table(res)
     lines += ["", "![M7: primary-key size by id kind, workers and rate](bench-m7.svg)", ""]
     if sweep:
