@@ -15,6 +15,9 @@ runs made under the same conditions, and writes a markdown report and an SVG cha
   M6  inserts through a Citus cluster (a coordinator and two workers, PostgreSQL 18, when Citus
       and this extension are installed there): pgbench `INSERT` through the coordinator into
       tables hash-distributed on a snowflake, bigserial or UUIDv4 key, at 2 and 8 clients
+  M7  the primary key's B-tree under time-first, worker-first (Seata), bigserial and UUIDv7
+      ids from 1, 8 and 64 workers: bench/m7.py, run on its own (`bench/run --m7` or
+      `bench.py --m7`); the full run keeps the M7 section of results.md as it is
   C   instructions per call on the hot path (valgrind --tool=callgrind on a server), and where
       they go
   --portable-cost: the portable edition's fast path built up a part at a time, each part's
@@ -42,6 +45,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.dont_write_bytecode = True  # no bench/__pycache__
+import m7  # noqa: E402  (bench/m7.py: M7, which runs on its own)
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_MAJOR = os.environ.get("PG_MAJOR", "15")
@@ -913,7 +920,13 @@ def main():
     ap.add_argument("--portable-cost", action="store_true",
                     help="only where the portable edition's instructions go (callgrind, a single-user backend), printed")
     ap.add_argument("--repeats", type=int, help="rounds per measurement (default 5, 1 with --short)")
+    ap.add_argument("--m7", nargs=argparse.REMAINDER,
+                    help="only M7 (bench/m7.py, which needs no extension), with bench/m7.py's options after it")
     args = ap.parse_args()
+    if args.m7 is not None:
+        sys.argv = [str(ROOT / "bench" / "m7.py")] + args.m7
+        m7.main()
+        return
 
     if args.short:
         # A smoke run (scripts/test.sh), to keep every measurement working, as small as each
@@ -1089,7 +1102,9 @@ def main():
     lines += ["", "Where `snowflake_nextval(1)`'s instructions go (inclusive, per call):", "", "```", breakdown, "```", ""]
     heads = headline(m1_rate, m1_ms, n, m2_res, m3_res, m4_res, m5_res, cg, clients_list, sizes[-1], auto_ns)
     lines[4:4] = ["## Headline", ""] + heads + [""]
-    (out / "results.md").write_text("\n".join(lines) + "\n")
+    # M7 is measured by bench/m7.py on its own: its section of results.md stays.
+    kept = m7.saved_section(out / "results.md")
+    (out / "results.md").write_text("\n".join(lines) + "\n" + (f"\n{kept}\n" if kept else ""))
     if not args.short and out.resolve() == (ROOT / "docs").resolve():
         update_readme(heads, time.strftime('%Y-%m-%d', time.gmtime()))
 

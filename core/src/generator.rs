@@ -533,6 +533,36 @@ mod tests {
     }
 
     #[test]
+    fn seata_ids_of_each_worker_strictly_increase_through_bursts_and_a_step_back() {
+        // The generator counts ticks whatever the order of the fields; in Seata's layout a
+        // worker's ids are its ticks under its worker id, so they increase as the ticks do,
+        // and every id of a worker is below every id of the next one.
+        let s_layout = Layout::SEATA;
+        let p = Params::new(s_layout);
+        let workers: Vec<(u32, Slot)> = [0, 1, 511, 1023]
+            .into_iter()
+            .map(|w| (w, open(&p, u64::MAX)))
+            .collect();
+        let mut last = vec![i64::MIN; workers.len()];
+        let mut walls: Vec<u64> = (0..3000).map(|i| T0 + i).collect();
+        walls.extend((0..3000).map(|i| T0 + 2000 + i / 4)); // a burst: 4 ms of calls per ms
+        walls.extend((0..3000).map(|i| T0 - 3_600_000 + i)); // the clock an hour back
+        for (n, &wall) in walls.iter().enumerate() {
+            for (k, (worker, slot)) in workers.iter().enumerate() {
+                let tick = one(slot, &p, wall).unwrap_or_else(|e| panic!("{e:?} at {n}"));
+                let id = s_layout.id_from_tick(tick, *worker);
+                assert!(id > last[k], "worker {worker} at {n}");
+                assert_eq!(s_layout.decompose(id).unwrap().worker, *worker);
+                assert_eq!(s_layout.tick_of_id(id), Ok(tick));
+                last[k] = id;
+            }
+        }
+        for k in 1..workers.len() {
+            assert!(last[k - 1] < s_layout.compose(0, workers[k].0, 0));
+        }
+    }
+
+    #[test]
     fn the_end_of_the_layout_is_refused_not_wrapped() {
         let p = params();
         let s = open(&p, u64::MAX);
