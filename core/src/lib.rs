@@ -10,6 +10,7 @@ pub mod conninfo;
 pub mod generator;
 pub mod layout;
 pub mod lease;
+pub mod lease_model;
 pub mod legacy;
 pub mod marks;
 pub mod siphash;

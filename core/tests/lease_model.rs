@@ -1,0 +1,924 @@
+//! The lease model checker: an exhaustive breadth-first search over every state the lease
+//! protocol of `snowflake_core::lease_model` can reach, within bounds, under every fault it
+//! names, checking its invariant in every state:
+//!
+//! 1. at no real instant are two servers live on one worker id (each judged by its own lease
+//!    end on its own clock);
+//! 2. a new holder's first id is above every id an earlier holder of that worker id could
+//!    have issued (its acknowledged caps).
+//!
+//! What the search explores, from a start where server i holds worker id i (just granted):
+//! every interleaving of the servers' claims, confirmations, renewals and releases as their
+//! keepers' rules allow; a request applied at the registry at any later time (delayed), its
+//! reply lost or the request given up on and sent again (a retry), and a request given up on
+//! that still arrives later (duplicated); a server paused (it does nothing while time passes,
+//! and its clock has moved on when it acts again); a crash and restart (memory lost, durable
+//! record kept); a copy of the registry taken at any moment, and the registry restored from
+//! any copy at any later moment; and the fleet's role (knowing everything but the servers'
+//! secrets) calling claim, confirm, renew and release with any worker id, posing as any server
+//! or as itself, with the fences and tokens it can read in `lease_list`.
+//!
+//! Time is a global real time that advances one unit at a step; each server's clock is real
+//! time plus a fixed offset within the skew bound. The bounds of each run are in its
+//! [`Bounds`]; the default run ([`lease_model_keeps_one_holder_per_worker_id`], about 1.2
+//! million states, 40 s in debug) explores 2 servers (clocks 2 units apart: the skew bound
+//! each way) and 1 worker id over 4 time units (ttl 3, margin 1, lock-delay 3, reach 1, so
+//! `W` = 6), with up to 1 registry copy, 1 restore, 1 crash, 1 network fault (a reply lost,
+//! or a request delayed) and 1 call of the fleet's role. These bounds do not reach a
+//! handover by the lock-delay (that takes 9 units: see the `LEASE_MODEL_*` variables in
+//! `default_bounds` to widen them; 5 units took 80 s, the growth is about threefold a unit).
+//!
+//! On a violation it prints the trace: one line per step, who did what, with what answer, and
+//! the clocks. Not covered: a copy of a server's or the registry's memory resumed (see the
+//! module's documentation).
+
+use snowflake_core::lease_model::*;
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::Instant;
+
+/// The fleet's role's own identity, and its own secret.
+const FLEET: ServerId = 200;
+const FLEET_SECRET: u16 = 999;
+/// A secret the fleet's role makes up when it poses as a server.
+const FORGED_SECRET: u16 = 0;
+/// The token the fleet's role claims under.
+const FLEET_TOKEN: Fence = 900;
+
+fn secret(server: ServerId) -> u16 {
+    100 + server as u16
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Flight {
+    req: Request,
+    caller: Caller,
+    /// Own clock at the send.
+    sent: Time,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Server {
+    keeper: Keeper,
+    boot: u16,
+    flight: Option<Flight>,
+    /// A request given up on that may still reach the registry.
+    stray: Option<(Request, Caller)>,
+    /// Ghost: its lease was granted at once to a claim as another start of the holder, on the
+    /// registry's word alone (not its own live record).
+    at_once_as_earlier_start: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+struct Used {
+    copies: u8,
+    restores: u8,
+    crashes: u8,
+    drops: u8,
+    attacks: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct World {
+    t: Time,
+    registry: Registry,
+    copies: Vec<Registry>,
+    servers: Vec<Server>,
+    /// The next fresh value (tokens, fences, incarnations): a random number in the real thing.
+    fresh: u16,
+    /// Per worker id, the highest cap any holder was acknowledged: the true max of the ids
+    /// its holders could have issued.
+    issuable: Vec<Cap>,
+    used: Used,
+}
+
+#[derive(Debug, Clone)]
+struct Bounds {
+    cfg: Config,
+    names: Vec<&'static str>,
+    workers: u8,
+    /// Each server's clock: real time plus this (within 0..=2·max_skew).
+    offsets: Vec<Time>,
+    t_max: Time,
+    copies: u8,
+    restores: u8,
+    crashes: u8,
+    drops: u8,
+    attacks: u8,
+}
+
+/// What the network does with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Handled at once, its reply arriving at once. (A reply that arrives later is no other
+    /// case: the holder counts from its send time, and one that waited long for its reply is a
+    /// holder paused, or one whose reply was lost.)
+    Answered,
+    /// Handled at once, its reply lost (the server will ask again).
+    ReplyLost,
+    /// In flight: handled at any later time, or given up on and still handled later.
+    Delayed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Tick,
+    /// A server sends one of the requests its rules allow.
+    Send(usize, usize, Mode),
+    /// A delayed request arrives, and its reply with it.
+    Apply(usize),
+    /// The server gives up waiting for a delayed request (which may still arrive).
+    GiveUp(usize),
+    ApplyStray(usize),
+    Crash(usize),
+    Copy,
+    Restore(usize),
+    Attack(usize),
+}
+
+/// Writes to the trace's line only when one is asked for (the search asks for none: formatting
+/// every step would cost more than the step).
+macro_rules! say {
+    ($log:expr, $($arg:tt)*) => {
+        if let Some(log) = $log.as_mut() {
+            let _ = write!(log, $($arg)*);
+        }
+    };
+}
+
+fn hash_of(w: &World) -> u64 {
+    let mut h = DefaultHasher::new();
+    w.hash(&mut h);
+    h.finish()
+}
+
+impl Bounds {
+    fn name(&self, s: ServerId) -> String {
+        if s == FLEET {
+            "the fleet's role".into()
+        } else {
+            self.names[s as usize].into()
+        }
+    }
+
+    fn clock(&self, w: &World, s: usize) -> Time {
+        w.t + self.offsets[s]
+    }
+
+    fn caller(&self, w: &World, s: usize) -> Caller {
+        Caller {
+            server: s as ServerId,
+            secret: secret(s as ServerId),
+            boot: w.servers[s].boot,
+            seen_epoch: w.servers[s].keeper.seen_epoch,
+        }
+    }
+
+    #[allow(clippy::needless_range_loop)]
+    fn initial(&self) -> World {
+        let cfg = &self.cfg;
+        let mut registry = Registry::new(self.workers as usize);
+        let mut servers = Vec::new();
+        let mut issuable = vec![0; self.workers as usize];
+        let mut fresh = 1;
+        for s in 0..self.names.len() {
+            let mut keeper = Keeper::new();
+            if s < self.workers as usize {
+                let own = self.offsets[s];
+                let (fence, lease_end, cap) = (fresh, cfg.lease_end(own), cfg.cap(own));
+                fresh += 1;
+                registry.rows[s] = Row {
+                    holder: Some(Principal {
+                        server: s as ServerId,
+                        secret: secret(s as ServerId),
+                        boot: 0,
+                    }),
+                    fence,
+                    expires_at: cfg.ttl,
+                    cap,
+                    granted_above: 0,
+                    released: false,
+                    pending: None,
+                };
+                keeper.record = Some(Record {
+                    worker: s as WorkerId,
+                    fence,
+                    lease_end,
+                    cap,
+                    released: false,
+                });
+                keeper.phase = Phase::Holding {
+                    worker: s as WorkerId,
+                    fence,
+                    lease_end,
+                    cap,
+                    renewing: None,
+                };
+                issuable[s] = cap;
+            }
+            servers.push(Server {
+                keeper,
+                boot: 0,
+                flight: None,
+                stray: None,
+                at_once_as_earlier_start: false,
+            });
+        }
+        World {
+            t: 0,
+            registry,
+            copies: vec![],
+            servers,
+            fresh,
+            issuable,
+            used: Used::default(),
+        }
+    }
+
+    /// The fleet's role's calls in state `w`: with any worker id, posing as the holder or the
+    /// claimer without their secret, or as itself, with the fences and tokens of the rows.
+    fn attacks(&self, w: &World) -> Vec<(Caller, Request)> {
+        let forged = |server| Caller {
+            server,
+            secret: FORGED_SECRET,
+            boot: 0,
+            seen_epoch: 0,
+        };
+        let itself = Caller {
+            server: FLEET,
+            secret: FLEET_SECRET,
+            boot: 0,
+            seen_epoch: 0,
+        };
+        let mut out = vec![];
+        for (worker, row) in w.registry.rows.iter().enumerate() {
+            let worker = worker as WorkerId;
+            let holder = row.holder.map_or(FLEET, |h| h.server);
+            let fence = row.fence;
+            let renew = Request::Renew {
+                worker,
+                prev: fence,
+                new: fence,
+                cap: 0,
+            };
+            let release = Request::Release {
+                worker,
+                fence,
+                cap: 0,
+            };
+            out.push((forged(holder), renew));
+            out.push((forged(holder), release));
+            out.push((itself, renew));
+            out.push((itself, release));
+            let claim = Request::Claim {
+                worker,
+                token: FLEET_TOKEN,
+                continuation: Some(fence),
+                cap: 0,
+            };
+            out.push((itself, claim));
+            out.push((forged(holder), claim));
+            if let Some(p) = row.pending {
+                let confirm = Request::Confirm {
+                    worker,
+                    token: p.token,
+                    cap: 0,
+                };
+                out.push((itself, confirm));
+                out.push((forged(p.claimer.server), confirm));
+            }
+        }
+        out
+    }
+
+    fn actions(&self, w: &World) -> Vec<Action> {
+        let mut out = vec![];
+        if w.t < self.t_max {
+            out.push(Action::Tick);
+        }
+        for (s, server) in w.servers.iter().enumerate() {
+            match server.flight {
+                None => {
+                    let n = server
+                        .keeper
+                        .choices(&self.cfg, self.workers, self.clock(w, s), w.fresh)
+                        .len();
+                    for i in 0..n {
+                        out.push(Action::Send(s, i, Mode::Answered));
+                        if w.used.drops < self.drops {
+                            out.push(Action::Send(s, i, Mode::ReplyLost));
+                            out.push(Action::Send(s, i, Mode::Delayed));
+                        }
+                    }
+                }
+                Some(_) => {
+                    out.push(Action::Apply(s));
+                    out.push(Action::GiveUp(s));
+                }
+            }
+            if server.stray.is_some() {
+                out.push(Action::ApplyStray(s));
+            }
+            if w.used.crashes < self.crashes {
+                out.push(Action::Crash(s));
+            }
+        }
+        if w.used.copies < self.copies && !w.copies.contains(&w.registry) {
+            out.push(Action::Copy);
+        }
+        if w.used.restores < self.restores {
+            out.extend((0..w.copies.len()).map(Action::Restore));
+        }
+        if w.used.attacks < self.attacks {
+            out.extend((0..self.attacks(w).len()).map(Action::Attack));
+        }
+        out
+    }
+
+    /// One step. `log` gets a line saying what happened. Err: invariant 2 broken.
+    fn step(&self, w: &World, a: Action, mut log: Option<&mut String>) -> Result<World, String> {
+        let cfg = &self.cfg;
+        let mut n = w.clone();
+        let t = w.t;
+        say!(log, "t={t:<3} ");
+        match a {
+            Action::Tick => {
+                n.t += 1;
+                say!(log, "time passes");
+            }
+            Action::Send(s, i, mode) => {
+                let own = self.clock(w, s);
+                let (req, used) = w.servers[s].keeper.choices(cfg, self.workers, own, w.fresh)[i];
+                if used {
+                    n.fresh += 1;
+                }
+                let caller = self.caller(w, s);
+                n.servers[s].keeper.sent(&req);
+                n.servers[s].flight = Some(Flight {
+                    req,
+                    caller,
+                    sent: own,
+                });
+                say!(
+                    log,
+                    "{} (clock {own}) sends {}",
+                    self.names[s],
+                    show_req(&req)
+                );
+                match mode {
+                    Mode::Answered => self.apply(&mut n, s, false, &mut log)?,
+                    Mode::ReplyLost => {
+                        n.used.drops += 1;
+                        self.apply(&mut n, s, true, &mut log)?
+                    }
+                    Mode::Delayed => {
+                        n.used.drops += 1;
+                        say!(log, "; the request is delayed");
+                    }
+                }
+            }
+            Action::Apply(s) => self.apply(&mut n, s, false, &mut log)?,
+            Action::GiveUp(s) => {
+                let f = w.servers[s].flight.unwrap();
+                n.servers[s].flight = None;
+                n.servers[s].stray = Some((f.req, f.caller));
+                say!(
+                    log,
+                    "{} gives up waiting for its {} (not arrived yet: it may still arrive)",
+                    self.names[s],
+                    show_req(&f.req)
+                );
+            }
+            Action::ApplyStray(s) => {
+                let (req, caller) = w.servers[s].stray.unwrap();
+                n.servers[s].stray = None;
+                let answer = n.registry.handle(cfg, t, &caller, &req);
+                say!(
+                    log,
+                    "registry handles {}'s late {} -> {} (nobody waits for it){}",
+                    self.names[s],
+                    show_req(&req),
+                    show_answer(&answer),
+                    self.epoch(&n)
+                );
+            }
+            Action::Crash(s) => {
+                n.used.crashes += 1;
+                let server = &mut n.servers[s];
+                if let Some(f) = server.flight.take() {
+                    server.stray = Some((f.req, f.caller));
+                }
+                server.keeper.restart();
+                server.boot += 1;
+                say!(
+                    log,
+                    "{} crashes and restarts (boot {}, its durable record: {})",
+                    self.names[s],
+                    server.boot,
+                    show_record(&server.keeper.record)
+                );
+            }
+            Action::Copy => {
+                n.used.copies += 1;
+                n.copies.push(w.registry.clone());
+                n.copies.sort();
+                say!(log, "a copy of the registry is taken");
+            }
+            Action::Restore(i) => {
+                n.used.restores += 1;
+                let copy = w.copies[i].clone();
+                n.registry.restore(cfg, &copy, n.used.restores as u16);
+                say!(
+                    log,
+                    "the registry is restored from a copy: incarnation {}{}",
+                    n.registry.incarnation,
+                    self.epoch(&n)
+                );
+            }
+            Action::Attack(i) => {
+                n.used.attacks += 1;
+                let (caller, req) = self.attacks(w)[i];
+                let answer = n.registry.handle(cfg, t, &caller, &req);
+                let posing = if caller.server == FLEET {
+                    String::new()
+                } else {
+                    format!(" posing as {} (no secret)", self.name(caller.server))
+                };
+                say!(
+                    log,
+                    "the fleet's role{posing} calls {} -> {}{}",
+                    show_req(&req),
+                    show_answer(&answer),
+                    self.epoch(&n)
+                );
+            }
+        }
+        Ok(n)
+    }
+
+    /// The registry handles server `s`'s request in flight at real time `n.t`; its reply
+    /// arrives at once, or is lost. Err: invariant 2 broken.
+    fn apply(
+        &self,
+        n: &mut World,
+        s: usize,
+        lost: bool,
+        log: &mut Option<&mut String>,
+    ) -> Result<(), String> {
+        let cfg = &self.cfg;
+        let t = n.t;
+        let f = n.servers[s].flight.unwrap();
+        let row = n.registry.rows[f.req.worker() as usize];
+        let earlier_start = match f.req {
+            // On the row's word alone: not the claimer's own live record.
+            Request::Claim { continuation, .. } => {
+                continuation != Some(row.fence)
+                    && !row.released
+                    && row
+                        .holder
+                        .is_some_and(|h| h.server == s as ServerId && h.boot != f.caller.boot)
+            }
+            _ => false,
+        };
+        let answer = n.registry.handle(cfg, t, &f.caller, &f.req);
+        n.servers[s].flight = None;
+        say!(
+            log,
+            "; registry handles {}'s {} -> {}{}",
+            self.names[s],
+            show_req(&f.req),
+            show_answer(&answer),
+            self.epoch(n)
+        );
+        if lost {
+            say!(log, "; the reply is lost");
+            return Ok(());
+        }
+        let own = self.clock(n, s);
+        n.servers[s].at_once_as_earlier_start =
+            earlier_start && matches!(answer, Answer::Granted { .. });
+        let server = &mut n.servers[s];
+        if cfg.rules.epochs {
+            server.keeper.seen_epoch = server.keeper.seen_epoch.max(n.registry.epoch);
+        }
+        let first = server.keeper.answered(cfg, &f.req, f.sent, own, &answer);
+        say!(log, "; {} (clock {own}) gets it", self.names[s]);
+        let worker = f.req.worker() as usize;
+        if let Some(first) = first {
+            say!(log, ", first id {first}");
+            if first <= n.issuable[worker] {
+                say!(log, "  <-- VIOLATION");
+                return Err(format!(
+                        "invariant 2: {}'s first id of worker id {} is {first}, not above {}, an id an earlier holder could issue",
+                        self.names[s],
+                        worker + 1,
+                        n.issuable[worker]
+                    ));
+            }
+        }
+        if let Phase::Holding { lease_end, cap, .. } = server.keeper.phase {
+            n.issuable[worker] = n.issuable[worker].max(cap);
+            say!(
+                log,
+                ", live until clock {lease_end} (real {}), cap {cap}",
+                lease_end.saturating_sub(self.offsets[s])
+            );
+        }
+        Ok(())
+    }
+
+    fn epoch(&self, w: &World) -> String {
+        if self.cfg.rules.epochs {
+            format!(
+                " [registry epoch {}{}]",
+                w.registry.epoch,
+                if w.registry.frozen { ", frozen" } else { "" }
+            )
+        } else {
+            String::new()
+        }
+    }
+
+    /// Invariant 1 in state `w`.
+    fn two_live(&self, w: &World) -> Option<String> {
+        for worker in 0..self.workers {
+            let live: Vec<String> = (0..w.servers.len())
+                .filter(|&s| w.servers[s].keeper.live_worker(self.clock(w, s)) == Some(worker))
+                .map(|s| {
+                    let Phase::Holding { lease_end, .. } = w.servers[s].keeper.phase else {
+                        unreachable!()
+                    };
+                    format!(
+                        "{} (clock {}, live until {lease_end})",
+                        self.names[s],
+                        self.clock(w, s)
+                    )
+                })
+                .collect();
+            if live.len() > 1 {
+                return Some(format!(
+                    "invariant 1: at real time {} worker id {} has two live holders: {}",
+                    w.t,
+                    worker + 1,
+                    live.join(" and ")
+                ));
+            }
+        }
+        None
+    }
+}
+
+fn show_req(r: &Request) -> String {
+    match *r {
+        Request::Claim {
+            worker,
+            token,
+            continuation,
+            cap,
+        } => format!(
+            "claim(worker {}, token {token}, {}cap {cap})",
+            worker + 1,
+            continuation.map_or(String::new(), |f| format!("own lease fence {f}, "))
+        ),
+        Request::Confirm { worker, token, cap } => {
+            format!("confirm(worker {}, token {token}, cap {cap})", worker + 1)
+        }
+        Request::Renew {
+            worker,
+            prev,
+            new,
+            cap,
+        } => format!(
+            "renew(worker {}, fence {prev}->{new}, cap {cap})",
+            worker + 1
+        ),
+        Request::Release { worker, fence, cap } => {
+            format!(
+                "release(worker {}, fence {fence}, final cap {cap})",
+                worker + 1
+            )
+        }
+    }
+}
+
+fn show_record(r: &Option<Record>) -> String {
+    match r {
+        None => "none".into(),
+        Some(r) => format!(
+            "worker {}, fence {}, lease end {}, cap {}{}",
+            r.worker + 1,
+            r.fence,
+            r.lease_end,
+            r.cap,
+            if r.released { ", given back" } else { "" }
+        ),
+    }
+}
+
+fn show_answer(a: &Answer) -> String {
+    match *a {
+        Answer::Granted {
+            fence,
+            predecessor_cap,
+        } => format!("granted(fence {fence}, predecessor's cap {predecessor_cap})"),
+        Answer::Wait { token, wait } => format!("wait(token {token}, {wait} units)"),
+        Answer::Renewed { fence } => format!("renewed(fence {fence})"),
+        Answer::Released => "released".into(),
+        Answer::Held => "held".into(),
+        Answer::Lost => "lost".into(),
+        Answer::Frozen => "frozen".into(),
+    }
+}
+
+struct Outcome {
+    states: usize,
+    violation: Option<(String, Vec<String>)>,
+}
+
+fn req_fences(r: &mut Request, f: &mut impl FnMut(&mut Fence)) {
+    match r {
+        Request::Claim {
+            token,
+            continuation,
+            ..
+        } => {
+            f(token);
+            if let Some(c) = continuation {
+                f(c);
+            }
+        }
+        Request::Confirm { token, .. } => f(token),
+        Request::Renew { prev, new, .. } => {
+            f(prev);
+            f(new);
+        }
+        Request::Release { fence, .. } => f(fence),
+    }
+}
+
+fn registry_fences(r: &mut Registry, f: &mut impl FnMut(&mut Fence)) {
+    for row in &mut r.rows {
+        f(&mut row.fence);
+        if let Some(p) = row.pending.as_mut() {
+            f(&mut p.token);
+        }
+    }
+}
+
+/// Every fence and token in `w`.
+fn fences(w: &mut World, f: &mut impl FnMut(&mut Fence)) {
+    registry_fences(&mut w.registry, f);
+    for copy in &mut w.copies {
+        registry_fences(copy, f);
+    }
+    for s in &mut w.servers {
+        match &mut s.keeper.phase {
+            Phase::Idle => {}
+            Phase::Claiming { token, .. }
+            | Phase::Waiting { token, .. }
+            | Phase::Confirming { token, .. } => f(token),
+            Phase::Holding {
+                fence, renewing, ..
+            } => {
+                f(fence);
+                if let Some(r) = renewing {
+                    f(r);
+                }
+            }
+            Phase::Releasing { fence, .. } => f(fence),
+        }
+        if let Some(r) = s.keeper.record.as_mut() {
+            f(&mut r.fence);
+        }
+        if let Some(fl) = s.flight.as_mut() {
+            req_fences(&mut fl.req, f);
+        }
+        if let Some((req, _)) = s.stray.as_mut() {
+            req_fences(req, f);
+        }
+    }
+}
+
+/// Fences and tokens are random numbers in the real thing: only which are equal (and, for the
+/// old rules' freeze, which is older) matters. So the values still referenced are numbered
+/// anew, in order, from 1, and `fresh` is the next: states that differ only in the numbers
+/// drawn are one state. (The fleet's role's own token, and 0, are kept.)
+fn canonical(w: &mut World) {
+    let mut used = vec![];
+    fences(w, &mut |f| {
+        if *f != 0 && *f < FLEET_TOKEN {
+            used.push(*f)
+        }
+    });
+    used.sort_unstable();
+    used.dedup();
+    fences(w, &mut |f| {
+        if *f != 0 && *f < FLEET_TOKEN {
+            *f = used.binary_search(f).unwrap() as Fence + 1;
+        }
+    });
+    w.fresh = used.len() as Fence + 1;
+}
+
+/// The search: breadth first, so that a trace found is a shortest one.
+fn check(b: &Bounds, label: &str, want: Option<&dyn Fn(&World) -> bool>) -> Outcome {
+    let start = Instant::now();
+    let init = b.initial();
+    let h0 = hash_of(&init);
+    // Each state's hash -> its parent's and the action that led to it.
+    let mut seen: HashMap<u64, (u64, Action)> = HashMap::new();
+    seen.insert(h0, (h0, Action::Tick));
+    let mut queue = VecDeque::from([(init.clone(), h0)]);
+    let mut found = None;
+    let mut others = 0;
+    let progress = std::env::var_os("LEASE_MODEL_PROGRESS").is_some();
+    'search: while let Some((w, h)) = queue.pop_front() {
+        for a in b.actions(&w) {
+            let next = b.step(&w, a, None);
+            let mut next = match next {
+                Ok(n) => n,
+                Err(why) => {
+                    if want.is_none() {
+                        found = Some((why, h, Some(a)));
+                        break 'search;
+                    }
+                    others += 1;
+                    continue;
+                }
+            };
+            // A call that changed nothing but the fault budget is not a new state.
+            if matches!(a, Action::Attack(_) | Action::ApplyStray(_)) && next.registry == w.registry
+            {
+                continue;
+            }
+            canonical(&mut next);
+            let hn = hash_of(&next);
+            if seen.contains_key(&hn) {
+                continue;
+            }
+            seen.insert(hn, (h, a));
+            if let Some(why) = b.two_live(&next) {
+                if want.is_none_or(|want| want(&next)) {
+                    found = Some((why, hn, None));
+                    break 'search;
+                }
+                // Another violation than the one sought: not explored further.
+                others += 1;
+                continue;
+            }
+            queue.push_back((next, hn));
+            if progress && seen.len().is_multiple_of(500_000) {
+                println!(
+                    "  ... {} states, queue {}, t={} , {:.1}s",
+                    seen.len(),
+                    queue.len(),
+                    w.t,
+                    start.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+    let states = seen.len();
+    let violation = found.map(|(why, mut h, last)| {
+        let mut actions: Vec<Action> = last.into_iter().collect();
+        while h != h0 {
+            let (parent, a) = seen[&h];
+            actions.push(a);
+            h = parent;
+        }
+        actions.reverse();
+        let mut w = init.clone();
+        let mut lines = vec![];
+        for a in actions {
+            let mut line = String::new();
+            if let Ok(mut n) = b.step(&w, a, Some(&mut line)) {
+                canonical(&mut n);
+                w = n;
+            }
+            lines.push(line);
+        }
+        (why, lines)
+    });
+    println!(
+        "lease model, {label}: {states} states explored in {:.2} s{}{}",
+        start.elapsed().as_secs_f64(),
+        if others > 0 {
+            format!(" ({others} states breaking the invariant otherwise, not explored further)")
+        } else {
+            String::new()
+        },
+        if violation.is_some() {
+            ", violation found"
+        } else {
+            ", no violation"
+        }
+    );
+    if let Some((why, lines)) = &violation {
+        println!("  start: {}", start_line(b));
+        for l in lines {
+            println!("  {l}");
+        }
+        println!("  => {why}");
+    }
+    Outcome { states, violation }
+}
+
+fn start_line(b: &Bounds) -> String {
+    let held: Vec<String> = (0..b.names.len())
+        .map(|s| {
+            if s < b.workers as usize {
+                format!("{} holds worker id {}", b.names[s], s + 1)
+            } else {
+                format!("{} holds none", b.names[s])
+            }
+        })
+        .collect();
+    format!(
+        "{}; clocks = real + {:?}; ttl {}, margin {}, lock-delay {}, max skew {}, reach {}, W {}",
+        held.join(", "),
+        b.offsets,
+        b.cfg.ttl,
+        b.cfg.margin,
+        b.cfg.lock_delay,
+        b.cfg.max_skew,
+        b.cfg.reach,
+        b.cfg.wait()
+    )
+}
+
+/// The protocol's constants in the model's units: a lease end 2 units after the send, the
+/// registry's lease 3, one unit of skew each way and of reach: `W` = 3 + 2 + 1 = 6.
+fn config(rules: Rules) -> Config {
+    Config {
+        ttl: 3,
+        margin: 1,
+        lock_delay: 3,
+        max_skew: 1,
+        reach: 1,
+        rules,
+    }
+}
+
+fn default_bounds(rules: Rules) -> Bounds {
+    let env = |name: &str, default: u16| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    Bounds {
+        cfg: config(rules),
+        names: vec!["d", "c"],
+        workers: 1,
+        offsets: vec![2, 0],
+        t_max: env("LEASE_MODEL_T", 4),
+        copies: env("LEASE_MODEL_COPIES", 1) as u8,
+        restores: env("LEASE_MODEL_RESTORES", 1) as u8,
+        crashes: env("LEASE_MODEL_CRASHES", 1) as u8,
+        drops: env("LEASE_MODEL_DROPS", 1) as u8,
+        attacks: env("LEASE_MODEL_ATTACKS", 1) as u8,
+    }
+}
+
+#[test]
+fn lease_model_keeps_one_holder_per_worker_id() {
+    let out = check(&default_bounds(Rules::NEW), "new rules", None);
+    assert!(out.violation.is_none(), "the new rules broke the invariant");
+    assert!(out.states > 1000);
+}
+
+/// Today's rules break the invariant: the shortest case the search finds.
+#[test]
+fn lease_model_finds_a_violation_in_the_old_rules() {
+    let mut b = default_bounds(Rules::OLD);
+    b.t_max = 0;
+    let out = check(&b, "old rules, shortest violation", None);
+    assert!(
+        out.violation.is_some(),
+        "no violation found in the old rules"
+    );
+}
+
+/// Issue 41's "900 duplicates", in today's rules: d holds worker id 1 (the issue's 2), c
+/// waits; a copy of the registry is taken; d gives its worker id back and c takes it at once;
+/// the registry is restored from the copy on the same timeline; the fleet's role raises the
+/// epoch past every epoch a server saw; d starts again and is granted the worker id at once on
+/// the registry's word (its own expired lease, same machine run), while c is still live. The
+/// search looks for a violation where one of the two live holders got its lease so.
+#[test]
+fn lease_model_finds_the_900_duplicates_in_the_old_rules() {
+    let mut b = default_bounds(Rules::OLD);
+    b.t_max = 0;
+    b.drops = 0;
+    let issue_41 = |w: &World| w.servers.iter().any(|s| s.at_once_as_earlier_start);
+    let out = check(&b, "old rules, issue 41's case", Some(&issue_41));
+    let (why, trace) = out
+        .violation
+        .expect("the old rules' duplicate was not found");
+    assert!(why.contains("invariant 1"), "{why}");
+    let text = trace.join("\n");
+    for step in ["restored", "fleet's role", "crashes", "release"] {
+        assert!(text.contains(step), "the trace has no {step}:\n{text}");
+    }
+}
