@@ -451,12 +451,23 @@ RETURN (CASE WHEN _snowflake_sequence_first(layout)
 END & ((1::bigint << _snowflake_seq_bits(layout)) - 1))::integer;
 
 -- A layout spelled out, as the native edition's messages show it.
-CREATE OR REPLACE FUNCTION _snowflake_describe(layout text) RETURNS text
+CREATE OR REPLACE FUNCTION _snowflake_fields(layout text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN 'epoch=' || _snowflake_epoch_ms(layout)::text || ' unit=' || _snowflake_unit_ms(layout)::text || 'ms time='
     || _snowflake_time_bits(layout)::text || ' worker=' || _snowflake_worker_bits(layout)::text || ' sequence='
     || _snowflake_seq_bits(layout)::text || ' order='
     || CASE WHEN _snowflake_sequence_first(layout) THEN 'time-sequence-worker' ELSE 'time-worker-sequence' END;
+
+-- A layout as people know it: the first preset with its fields (as the native edition names
+-- it), else its fields.
+CREATE OR REPLACE FUNCTION _snowflake_describe(layout text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN COALESCE((SELECT p.name
+                   FROM unnest(ARRAY['snowflake', 'twitter', 'discord', 'instagram', 'sonyflake', 'pgedge'])
+                        WITH ORDINALITY AS p(name, n)
+                  WHERE _snowflake_fields(p.name) = _snowflake_fields(layout)
+                  ORDER BY p.n LIMIT 1),
+                _snowflake_fields(layout));
 
 -- The timestamp a time field stands for (the start of its unit).
 CREATE OR REPLACE FUNCTION _snowflake_timestamp_of(t bigint, layout text) RETURNS timestamptz
