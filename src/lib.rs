@@ -96,7 +96,8 @@
 //!   (`snowflake_restore_mark`, `snowflake_rewind`).
 //! * [`lease`]: worker ids leased from a registry: the backends' side in [`lease`] itself,
 //!   the lease keeper in [`lease::keeper`] ([`lease::keeper::claim`],
-//!   [`lease::keeper::hold`], [`lease::keeper::connection`]), what it asks the registry in
+//!   [`lease::keeper::hold`], [`lease::keeper::connection`], [`lease::keeper::record`]: its
+//!   own record of the lease it holds), what it asks the registry in
 //!   [`lease::registry`] (whose SQL is `sql/registry/registry.sql`), and the connection in
 //!   [`lease::libpq`].
 //! * [`ids`]: ids as values: [`ids::decode`], [`ids::text`] (text forms and the `snowflake`

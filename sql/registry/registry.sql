@@ -100,7 +100,10 @@ ALTER TABLE snowflake_registry.leases
   ADD COLUMN IF NOT EXISTS secret_hash     bytea,
   -- The request that last renewed the lease: the holder asks again with it when the answer
   -- was lost, and is answered as the first time (not taken for a copy of itself).
-  ADD COLUMN IF NOT EXISTS last_request    bigint;
+  ADD COLUMN IF NOT EXISTS last_request    bigint,
+  -- The registry's incarnation (snowflake_registry.incarnation()) when its holder gave it back:
+  -- only in that same incarnation is the release proof that nobody holds it.
+  ADD COLUMN IF NOT EXISTS released_in     text;
 
 -- Servers replaced by a standby promoted after them (a later timeline of the same system):
 -- they may lease no worker id again, so a server brought back beside its successor mints
@@ -153,7 +156,28 @@ ALTER TABLE snowflake_registry.config
   -- When the server last changed (above): a claim placed before it waited in a history the
   -- registry may have lost.
   ADD COLUMN IF NOT EXISTS server_changed_at timestamptz;
-INSERT INTO snowflake_registry.config DEFAULT VALUES ON CONFLICT (one) DO NOTHING;
+ALTER TABLE snowflake_registry.config
+  -- The incarnation the registry was installed in (NULL: installed before this column, or
+  -- unknown): only while it still runs in it is a worker id never held proof that none holds it.
+  ADD COLUMN IF NOT EXISTS installed_in text;
+
+-- The registry's incarnation: one run of one copy of it. Every restore (of a base backup, even
+-- on the same timeline, or of a dump), every failover and every restart of its server changes
+-- it (the system identifier, the postmaster's start time, the leases table's OID); within one,
+-- its history is one line, and nothing it wrote since can have been lost. The registry's word
+-- that a worker id is free (never held, or given back by its holder) is proof only when written
+-- in the incarnation that reads it: a copy restored without a trace may have lost a grant made
+-- after it was taken (Chubby's lock-delay applies instead).
+CREATE OR REPLACE FUNCTION snowflake_registry.incarnation()
+RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT s.system_identifier::text || '/' || pg_catalog.pg_postmaster_start_time()::text
+         || '/' || 'snowflake_registry.leases'::pg_catalog.regclass::pg_catalog.oid::text
+    FROM pg_catalog.pg_control_system() s
+$$;
+
+INSERT INTO snowflake_registry.config (installed_in) VALUES (snowflake_registry.incarnation())
+ON CONFLICT (one) DO NOTHING;
 -- A registry upgraded within the caution after a change of its server: the change was then.
 UPDATE snowflake_registry.config
    SET server_changed_at = cautious_until - lock_delay_ms * interval '1 millisecond'
@@ -254,9 +278,13 @@ BEGIN
   -- Every role it can become counts (SET ROLE reaches a role granted without INHERIT).
   IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles m
               WHERE pg_catalog.pg_has_role(session_user, m.oid, 'MEMBER')
-                AND (pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.leases', 'INSERT, UPDATE, DELETE, TRUNCATE')
-                     OR pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.config', 'INSERT, UPDATE, DELETE, TRUNCATE')
-                     OR pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.superseded', 'INSERT, UPDATE, DELETE, TRUNCATE'))) THEN
+                -- (a grant on one column counts: has_any_column_privilege sees column grants too)
+                AND (pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.leases', 'DELETE, TRUNCATE')
+                     OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.leases', 'INSERT, UPDATE')
+                     OR pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.config', 'DELETE, TRUNCATE')
+                     OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.config', 'INSERT, UPDATE')
+                     OR pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.superseded', 'DELETE, TRUNCATE')
+                     OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.superseded', 'INSERT, UPDATE'))) THEN
     refusal.outcome := 'unsafe_role';
     refusal.reason := pg_catalog.format('the role %s may write the registry''s tables directly, so anyone with its password could hand a live worker id to another server', session_user);
     RETURN;
@@ -420,9 +448,12 @@ BEGIN
      AND (snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me
           OR (NOT l.elsewhere
               AND (l.system_identifier IS NULL OR l.released_at IS NOT NULL OR l.expires_at < pg_catalog.now())))
-     -- a claim waiting out its lock-delay is not overtaken, unless its claimant gave up
+     -- a claim waiting out its lock-delay is not overtaken, unless its claimant gave up: it
+     -- waits the lock-delay plus twice max_skew and 4 s (snowflake_core::lease::takeover_wait_ms),
+     -- and is kept a lock-delay more (kept shorter, two claimers overtook each other for ever)
      AND (l.pending_key IS NULL OR pg_catalog.starts_with(l.pending_key, me || '|')
-          OR l.pending_since + (l.pending_wait_ms + c.lock_delay_ms) * interval '1 millisecond' < pg_catalog.now())
+          OR l.pending_since + (l.pending_wait_ms + 2 * c.max_skew_ms + 4000 + c.lock_delay_ms)
+                               * interval '1 millisecond' < pg_catalog.now())
    ORDER BY snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me DESC,
             -- of this server's, the lease this start holds (its fence, or its request in flight),
             -- not another it held before in this range and lost
@@ -457,19 +488,28 @@ BEGIN
   -- had: one behind after a renewal or a claim, any after a confirmation)
   replay := proven AND r.boot = p_boot AND r.last_request = p_request;
   immediate :=
-    -- this very start of the server, renewing what it holds; not a lease that ran out by a
-    -- registry whose server just changed or that was recovered (as renew judges it): the fence
-    -- may match in a history it lost, where another server waited the lease out and took it
+    -- this very start of the server, renewing what it holds, as renew does: only a lease that
+    -- still runs here (a request delayed past its end, met by a copy restored without a trace,
+    -- would otherwise extend a lease another server may have waited out and taken since)
     (proven AND r.boot = p_boot AND (r.fence = p_fence OR replay) AND r.released_at IS NULL AND r.displaced_at IS NULL
-     AND NOT ((cautious OR r.recovered_at IS NOT NULL) AND r.expires_at < pg_catalog.now()))
-    OR (NOT cautious AND r.displaced_at IS NULL AND r.released_by IS DISTINCT FROM 'admin' AND (
-          -- an earlier start of the same server on the same machine run: PostgreSQL refuses to
-          -- start while any process of it is attached to its shared memory
-          (proven AND r.boot IS DISTINCT FROM p_boot AND r.host_run = p_host_run)
-          -- this start of the server, whose shared memory was reset after a crash
-          OR (proven AND r.boot = p_boot AND p_fence IS NULL)
-          OR r.system_identifier IS NULL
-          OR (r.released_by = 'holder' AND NOT r.elsewhere)));
+     AND (r.expires_at >= pg_catalog.now() OR replay))
+    -- An earlier start of this server on the same machine run, continuing the lease that its
+    -- own durable record (snowflake_ext/lease) says is still running by its boot clock: the
+    -- holder's word, with the fence this registry gave it (the lease keeper brings a fence only
+    -- from a lease that still runs). PostgreSQL refuses to start while any process of the
+    -- earlier start lives, and nobody else can have been granted it within its lease.
+    OR (proven AND r.boot IS DISTINCT FROM p_boot AND r.host_run = p_host_run AND r.fence = p_fence
+        AND r.released_at IS NULL AND r.displaced_at IS NULL AND NOT r.elsewhere
+        AND r.expires_at >= pg_catalog.now())
+    -- The registry's own word that nobody holds it, only where it cannot have been lost: a
+    -- worker id never held, while the registry still runs in the incarnation it was installed
+    -- in; one its holder gave back, in the incarnation that recorded it. (A copy restored on the
+    -- same timeline, its epoch raised past every server's by anyone with the fleet's password,
+    -- showed a worker id as given back or as its claimer's own expired lease, while the server
+    -- it had been granted to since minted on: 900 ids twice.)
+    OR (NOT cautious AND r.displaced_at IS NULL AND NOT r.elsewhere AND (
+          (r.system_identifier IS NULL AND c.installed_in = snowflake_registry.incarnation())
+          OR (r.released_by = 'holder' AND r.released_in = snowflake_registry.incarnation())));
   IF proven AND r.boot = p_boot AND p_fence IS NOT NULL AND r.fence > p_fence AND NOT COALESCE(replay, false)
      AND r.released_at IS NULL AND NOT r.elsewhere THEN
     -- Another process with this very start's memory renewed it: a copy of this server's
@@ -491,7 +531,7 @@ BEGIN
            since = CASE WHEN mine AND l.released_at IS NULL THEN l.since ELSE pg_catalog.now() END,
            renewed_at = pg_catalog.now(),
            expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
-           released_at = NULL, released_by = NULL, elsewhere = false, recovered_at = NULL,
+           released_at = NULL, released_by = NULL, released_in = NULL, elsewhere = false, recovered_at = NULL,
            pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
      WHERE l.worker = r.worker
     RETURNING * INTO r;
@@ -506,7 +546,9 @@ BEGIN
            WHEN r.displaced_at IS NOT NULL THEN pg_catalog.format('two starts of this server''s identity held it (%s)', r.displaced_at)
            WHEN r.released_by = 'admin' THEN 'an administrator released it'
            WHEN r.released_by = 'superseded' THEN 'its holder was superseded'
-           WHEN mine THEN 'an earlier start of this server on another machine run held it (a restart after a reboot, or a copy of this server)'
+           WHEN mine THEN 'an earlier start of this server held it, and this start has no record of that lease still running (a restart after its lease ended or after a reboot, or a copy of this server)'
+           WHEN r.system_identifier IS NULL THEN 'the registry''s word that nobody held it may have been lost (it was restored, failed over or restarted since it was installed)'
+           WHEN r.released_by = 'holder' THEN 'the registry''s word that its holder gave it back may have been lost (it was restored, failed over or restarted since)'
            ELSE 'its lease ended without its holder giving it back' END, false);
   END IF;
   a.worker := r.worker;
@@ -673,7 +715,7 @@ BEGIN
          ttl_ms = p_ttl_ms, skew_ms = skew,
          since = pg_catalog.now(), renewed_at = pg_catalog.now(),
          expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
-         released_at = NULL, released_by = NULL, elsewhere = false, recovered_at = NULL,
+         released_at = NULL, released_by = NULL, released_in = NULL, elsewhere = false, recovered_at = NULL,
          contested_at = NULL, contested_by = NULL, displaced_at = NULL, displaced_by = NULL,
          pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
    WHERE l.worker = p_worker
@@ -770,6 +812,15 @@ BEGIN
     a.reason := CASE WHEN p_ran_out
       THEN 'this server''s lease had run out, and the registry (recovered after it went back in time, or on a server that changed recently) cannot know who held it meanwhile: it may have changed hands in the history the registry lost; this start claims it again'
       ELSE pg_catalog.format('the registry, recovered after it went back in time, has this lease as run out at %s: it may have changed hands in the history the registry lost; this start claims it again', r.expires_at) END;
+    RETURN a;
+  END IF;
+  IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
+     AND r.expires_at < pg_catalog.now() AND NOT replay THEN
+    -- A lease renewed only while it runs here. A renewal delayed past the lease's end (sent
+    -- while it ran, by the holder's clock), met by a registry restored without a trace, would
+    -- otherwise extend a lease that another server may have waited out and taken since, in a
+    -- history the registry lost (the lease model's two-restore case). The holder claims again.
+    a.reason := pg_catalog.format('the lease ran out here at %s, before this renewal arrived; this start claims it again', r.expires_at);
     RETURN a;
   END IF;
   IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
@@ -875,6 +926,7 @@ BEGIN
   IF a.outcome IS NOT NULL THEN RETURN a; END IF;
   UPDATE snowflake_registry.leases l
      SET released_at = pg_catalog.now(), released_by = 'holder', last_mark = p_end,
+         released_in = snowflake_registry.incarnation(),
          pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
    WHERE l.worker = p_worker AND l.fence = p_fence AND l.boot = p_boot AND l.released_at IS NULL
      AND l.secret_hash = snowflake_registry.secret_hash(p_secret)

@@ -94,6 +94,10 @@ pub struct Status {
     pub worker: Option<u32>,
     /// The fence of the lease this start of the server holds (a restarted keeper continues it).
     pub fence: Option<i64>,
+    /// The boot time (ms) until which that lease may be used, by this server's count: a claim
+    /// brings the fence only until then (the registry hands a worker id over at once on that
+    /// ground alone).
+    pub fence_until: u64,
     /// The keeper's request in flight (a renewal, a claim, a confirmation): drawn at its first
     /// attempt, kept until the registry answers, so that an attempt whose answer was lost is
     /// asked again as itself (the registry would otherwise take this server's own grant for a

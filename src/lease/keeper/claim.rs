@@ -38,7 +38,22 @@ impl Keeper {
             return;
         }
         let timing = self.timing();
-        let fence = self.shared.control().lease.fence;
+        // The fence of a lease this server holds and that still runs by its own boot clock,
+        // this start's (shared memory) or, after a restart, an earlier start's (its record):
+        // the only ground on which the registry hands a worker id over at once to an earlier
+        // holder. A lease that ran out brings none, and waits out the lock-delay.
+        let held = {
+            let control = self.shared.control();
+            control
+                .lease
+                .fence
+                .filter(|_| clock::boot_ms() < control.lease.fence_until)
+        };
+        let fence = held.or_else(|| {
+            record::running(&me.boot)
+                .filter(|r| range.contains(r.worker))
+                .map(|r| r.fence)
+        });
         let seen = self.seen();
         let sent_at = clock::boot_ms();
         // A renewal, or a claim granted at once, whose answer was lost raised the fence: the
@@ -228,7 +243,13 @@ impl Keeper {
     pub(super) fn take(&mut self, held: Held, a: &Answer) {
         // This start's, from now on, in the registry (the grant raised the fence): claimed
         // again at once with it, whatever happens below.
-        self.shared.control().lease.fence = Some(held.fence);
+        {
+            let mut control = self.shared.control();
+            control.lease.fence = Some(held.fence);
+            control.lease.fence_until = held.usable_until();
+        }
+        // Recorded at once: an earlier start's record, still on disk, names an older fence.
+        record::write(&held, held.usable_until(), &self.me.boot);
         let p = self.shared.params;
         let worker = held.worker;
         // The new holder starts above the last one's cap, and above the time the registry

@@ -109,6 +109,7 @@ impl Keeper {
     /// stopped by a session while the renewal was on its way: `stop_using`) is opened again,
     /// under the control lock: the registry kept it this server's all along.
     pub(super) fn use_lease(&mut self, held: Held) {
+        record::write(&held, held.usable_until(), &self.me.boot);
         self.phase = Phase::Holding(held);
         let lease = &self.shared.lease;
         let expires = clock::unix_ms() + held.ttl_ms as i64;
@@ -121,12 +122,14 @@ impl Keeper {
             }
             control.lease.worker = Some(held.worker);
             control.lease.fence = Some(held.fence);
+            control.lease.fence_until = held.usable_until();
             control.lease.expires_unix_ms = expires;
         }
         self.set_status(Standing::Held, "");
     }
 
     pub(super) fn lose(&mut self, worker: u32, why: &str) {
+        record::remove();
         stop_using(self.shared, worker, why);
         self.phase = Phase::Idle;
         self.shared.control().lease.fence = None;
@@ -145,6 +148,7 @@ impl Keeper {
         }
         self.phase = Phase::Stopped;
         self.shared.control().lease.fence = None;
+        record::remove();
         errors::warn(
             format!("snowflake: {NAME}: this server stops minting: {why}"),
             "Stop the copy of this server, then restart this one. Until then it claims no worker id.",
@@ -192,6 +196,11 @@ impl Keeper {
         match released {
             Ok(a) => {
                 self.note(&a);
+                if a.outcome == Outcome::Released {
+                    // Given back: a later start continues at once on the registry's record of
+                    // the release (in the incarnation that recorded it), not on this one.
+                    record::remove();
+                }
                 if a.outcome != Outcome::Released {
                     errors::warn(
                         format!(

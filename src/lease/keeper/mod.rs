@@ -20,6 +20,7 @@
 pub(crate) mod claim;
 pub(crate) mod connection;
 pub(crate) mod hold;
+pub(crate) mod record;
 
 use super::libpq::{Connection, Failure};
 use super::registry::{Answer, Holder, Registry};
