@@ -671,3 +671,142 @@ fn lastval_is_per_session_and_undefined_before_the_first_id() {
     let max: i64 = other.scalar("SELECT max(id) FROM t");
     assert_eq!(theirs, max);
 }
+
+/// Seata's `IdWorker` id taken apart by its own formula, `workerId << 53 | (ms - 1588435200000)
+/// << 12 | sequence`: (Unix ms, worker, sequence).
+fn seata_fields(id: i64) -> (i64, i64, i64) {
+    (
+        ((id >> 12) & ((1 << 41) - 1)) + 1_588_435_200_000,
+        id >> 53,
+        id & 4095,
+    )
+}
+
+/// A started server in Seata's layout, minting as worker 5.
+fn seata_server(name: &str) -> (Cluster, Client) {
+    let cluster = started(name, &["snowflake.layout=seata", "snowflake.worker_id=5"]);
+    let client = cluster.connect();
+    (cluster, client)
+}
+
+#[test]
+fn a_seata_server_mints_ids_of_seatas_formula_that_increase_per_worker() {
+    let (cluster, mut c) = seata_server("layout-seata");
+    let before = unix_ms_now();
+    // Four sessions at once, each 3,000 ids (a millisecond's 4,096 borrowed now and then).
+    let per_session: Vec<Vec<i64>> = (0..4)
+        .map(|_| {
+            let conninfo = cluster.conninfo("postgres");
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                ids(
+                    &mut c,
+                    "SELECT snowflake_nextval() FROM generate_series(1, 3000)",
+                )
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    let other = ids(
+        &mut c,
+        "SELECT snowflake_nextval(7) FROM generate_series(1, 3000)",
+    );
+    let after = unix_ms_now();
+    for session in per_session.iter().chain([&other]) {
+        assert_strictly_increasing(session);
+    }
+    let all: Vec<i64> = per_session.concat();
+    assert_no_duplicates(&all);
+    for (&id, worker) in all
+        .iter()
+        .map(|id| (id, 5))
+        .chain(other.iter().map(|id| (id, 7)))
+    {
+        let (ms, w, _) = seata_fields(id);
+        assert_eq!(w, worker, "{id}");
+        assert!(
+            before - 1 <= ms && ms <= after + 10,
+            "{id}: {ms} not in {before}..{after}"
+        );
+    }
+    // Decoded by the server as by the formula, and as the preset and the custom form say.
+    let last = *other.last().unwrap();
+    let (ms, w, seq) = seata_fields(last);
+    let r = c
+        .query_one(
+            "SELECT (extract(epoch FROM d.ts) * 1000)::int8, d.worker::int8, d.seq::int8,
+                    (d.ts, d.worker, d.seq) = (SELECT s.ts, s.worker, s.seq FROM snowflake_decode($1, 'seata') s),
+                    (d.ts, d.worker, d.seq) = (SELECT s.ts, s.worker, s.seq FROM snowflake_decode($1,
+                        'epoch=2020-05-02T16:00:00Z time=41 worker=10 sequence=12 order=worker-time-sequence') s),
+                    snowflake_compose(d.ts, d.worker, d.seq) = $1,
+                    snowflake_compose(d.ts, d.worker, d.seq, 'seata') = $1,
+                    $1::snowflake::timestamptz = d.ts
+               FROM snowflake_decode($1) d",
+            &[&last],
+        )
+        .unwrap();
+    let got: (i64, i64, i64, bool, bool, bool, bool, bool) = (
+        r.get(0),
+        r.get(1),
+        r.get(2),
+        r.get(3),
+        r.get(4),
+        r.get(5),
+        r.get(6),
+        r.get(7),
+    );
+    assert_eq!(got, (ms, w, seq, true, true, true, true, true));
+    let status: String = c.scalar("SELECT layout FROM snowflake_status()");
+    assert_eq!(status, "seata");
+    let stats: Vec<(i32, i64)> = c
+        .query(
+            "SELECT worker, last_id FROM snowflake_stats WHERE worker IN (5, 7) ORDER BY worker",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(stats, vec![(5, *all.iter().max().unwrap()), (7, last)]);
+    // After a restart each worker continues above its own ids.
+    drop(c);
+    cluster.stop();
+    cluster.start();
+    let mut c = cluster.connect();
+    let next5: i64 = c.scalar("SELECT snowflake_nextval()");
+    let next7: i64 = c.scalar("SELECT snowflake_nextval(7)");
+    assert!(next5 > *all.iter().max().unwrap() && next5 < 6 << 53);
+    assert!(next7 > last && next7 < 8 << 53);
+}
+
+#[test]
+fn a_server_mints_in_a_custom_worker_first_layout_and_refuses_ids_above_its_largest() {
+    let layout = "epoch=2024-01-01 time=40 worker=8 sequence=12 order=worker-time-sequence";
+    let cluster = started(
+        "layout-worker-first",
+        &[
+            &format!("snowflake.layout={layout}"),
+            "snowflake.worker_id=200",
+        ],
+    );
+    let mut c = cluster.connect();
+    let minted = ids(
+        &mut c,
+        "SELECT snowflake_nextval() FROM generate_series(1, 5000)",
+    );
+    assert_strictly_increasing(&minted);
+    assert!(minted.iter().all(|id| id >> 52 == 200), "{minted:?}");
+    let worker: i32 = c.scalar(&format!("SELECT snowflake_worker({})", minted[0]));
+    assert_eq!(worker, 200);
+    // 60 bits: an id with a bit above the worker field is past the layout's largest.
+    let e = error_of(&mut c, &format!("SELECT snowflake_decode({})", 1_i64 << 60));
+    assert_eq!(e.code, "22003", "{e:?}");
+    let largest: i64 = c.scalar(&format!(
+        "SELECT snowflake_compose(ts, worker, seq, '{layout}') FROM snowflake_decode({}) ",
+        (1_i64 << 60) - 1
+    ));
+    assert_eq!(largest, (1 << 60) - 1);
+}
+
