@@ -810,3 +810,89 @@ fn a_server_mints_in_a_custom_worker_first_layout_and_refuses_ids_above_its_larg
     assert_eq!(largest, (1 << 60) - 1);
 }
 
+/// `ev`: one row a minute over six hours from T0 for each of workers 0, 3, 7 and 1023, with its
+/// time also in a plain column.
+fn seata_rows(c: &mut Client) {
+    c.batch_execute(&format!(
+        "CREATE TABLE ev (id bigint PRIMARY KEY, ts timestamptz NOT NULL);
+         INSERT INTO ev SELECT snowflake_compose(t, w, 0), t
+           FROM generate_series(0, 359) g, unnest(ARRAY[0, 3, 7, 1023]) w,
+                LATERAL (SELECT timestamptz '{T0}' + g * interval '1 minute' + w * interval '1 ms' AS t) x;
+         ANALYZE ev;"
+    ))
+    .unwrap();
+}
+
+#[test]
+fn time_filters_in_the_seata_layout_return_exactly_the_rows_of_those_times() {
+    let (_cluster, mut c) = seata_server("time-filter-seata");
+    seata_rows(&mut c);
+    let at = |offset: &str| format!("timestamptz '{T0}' + interval '{offset}'");
+    for (op, t) in [
+        (">=", at("2 hours")),
+        (">", at("2 hours")),
+        ("<", at("3 hours 30 minutes 0.003 seconds")),
+        ("<=", at("3 hours 30 minutes 0.003 seconds")),
+        ("=", at("1 hour 7 minutes 0.007 seconds")),
+        ("=", at("5 hours 1.023 seconds")),
+    ] {
+        for (left, right) in [
+            ("snowflake_timestamp(id)", t.as_str()),
+            (t.as_str(), "snowflake_timestamp(id)"),
+        ] {
+            let filter = format!("{left} {op} {right}");
+            let plain = filter.replace("snowflake_timestamp(id)", "ts");
+            let (got, want): ((i64, i64), (i64, i64)) = (
+                c.query_one(&format!("SELECT count(*), coalesce(sum(id % 1000003), 0)::int8 FROM ev WHERE {filter}"), &[])
+                    .map(|r| (r.get(0), r.get(1)))
+                    .unwrap(),
+                c.query_one(&format!("SELECT count(*), coalesce(sum(id % 1000003), 0)::int8 FROM ev WHERE {plain}"), &[])
+                    .map(|r| (r.get(0), r.get(1)))
+                    .unwrap(),
+            );
+            assert_eq!(got, want, "{filter}");
+            assert!(want.0 > 0, "{filter}");
+            // No bound on the id: the filter is left as written.
+            let plan = explain(
+                &mut c,
+                "COSTS OFF",
+                &format!("SELECT * FROM ev WHERE {filter}"),
+            );
+            assert!(!plan.contains("_bound"), "{filter}:\n{plan}");
+        }
+    }
+    let between = format!(
+        "BETWEEN {} AND {}",
+        at("1 hour"),
+        at("4 hours 0.003 seconds")
+    );
+    let got: i64 = c.scalar(&format!(
+        "SELECT count(*) FROM ev WHERE snowflake_timestamp(id) {between}"
+    ));
+    let want: i64 = c.scalar(&format!("SELECT count(*) FROM ev WHERE ts {between}"));
+    assert_eq!(got, want);
+    assert!(want > 0);
+}
+
+#[test]
+fn worker_first_layouts_refuse_min_id_max_id_and_partition_bounds_and_keep_one_sided_bounds() {
+    let (_cluster, mut c) = seata_server("refusals-seata");
+    for sql in [
+        "SELECT snowflake_min_id(now())",
+        "SELECT snowflake_max_id(now())",
+        "SELECT * FROM snowflake_partition_bounds(now(), now() + interval '1 day')",
+    ] {
+        let e = error_of(&mut c, sql);
+        assert_eq!(e.code, "0A000", "{sql}: {e:?}");
+        assert!(e.hint.is_some(), "{sql}: {e:?}");
+    }
+    // snowflake_lower_bound / upper_bound still bound every worker's ids of later / earlier times.
+    seata_rows(&mut c);
+    let t = format!("timestamptz '{T0}' + interval '3 hours'");
+    let wrong: i64 = c.scalar(&format!(
+        "SELECT count(*) FROM ev WHERE (ts >= {t} AND id < snowflake_lower_bound({t}))
+                                    OR (ts <= {t} AND id > snowflake_upper_bound({t}))"
+    ));
+    assert_eq!(wrong, 0);
+}
+
