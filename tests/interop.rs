@@ -896,3 +896,49 @@ fn worker_first_layouts_refuse_min_id_max_id_and_partition_bounds_and_keep_one_s
     assert_eq!(wrong, 0);
 }
 
+#[test]
+fn restoring_marks_in_the_seata_layout_keeps_every_worker_above_its_own_ids() {
+    let (_cluster, mut c) = seata_server("restore-seata");
+    // Worker 5's ids are the largest by value; worker 2's latest is the latest in time, 5 s ahead.
+    c.batch_execute(
+        "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
+         INSERT INTO t (v) SELECT g FROM generate_series(1, 100) g;
+         INSERT INTO t (id, v) SELECT snowflake_nextval(2), g FROM generate_series(1, 100) g;
+         INSERT INTO t (id, v) VALUES (snowflake_compose(now() + interval '5 seconds', 2, 0), 0);",
+    )
+    .unwrap();
+    let latest_of_2: i64 = c.scalar("SELECT max(id) FROM t WHERE snowflake_worker(id) = 2");
+    let largest: i64 = c.scalar("SELECT max(id) FROM t");
+    // An id of worker 5 cannot be below worker 2's (or every worker's) new ids: refused.
+    for sql in [
+        format!("SELECT snowflake_restore_mark({largest})"),
+        format!("SELECT snowflake_restore_mark(2, {largest})"),
+    ] {
+        let e = error_of(&mut c, &sql);
+        assert_eq!(e.code, "22023", "{sql}: {e:?}");
+        assert!(e.hint.is_some(), "{sql}: {e:?}");
+    }
+    // From the table: every worker starts after the latest time in it, worker 2's.
+    let floor: i64 = c.scalar("SELECT snowflake_restore_mark(ARRAY['t']::regclass[])");
+    assert_eq!(seata_fields(floor).1, 0);
+    assert!(
+        seata_fields(floor).0 > seata_fields(latest_of_2).0,
+        "{floor} {latest_of_2}"
+    );
+    let next2: i64 = c.scalar("SELECT snowflake_nextval(2)");
+    let next5: i64 = c.scalar("SELECT snowflake_nextval()");
+    assert!(
+        next2 > latest_of_2 && next2 >> 53 == 2,
+        "{next2} {latest_of_2}"
+    );
+    assert!(next5 > largest && seata_fields(next5).0 > seata_fields(latest_of_2).0);
+    // A worker above the id's, or an id of worker 0 for every worker: accepted.
+    let mark: i64 = c.scalar(&format!("SELECT snowflake_restore_mark(9, {latest_of_2})"));
+    assert!(mark >> 53 == 9 && seata_fields(mark).0 > seata_fields(latest_of_2).0);
+    let zero: i64 = c.scalar("SELECT snowflake_compose(now() + interval '8 seconds', 0, 0)");
+    let floor: i64 = c.scalar(&format!("SELECT snowflake_restore_mark({zero})"));
+    assert!(floor > zero && seata_fields(floor).1 == 0);
+    let next2: i64 = c.scalar("SELECT snowflake_nextval(2)");
+    assert!(seata_fields(next2).0 > seata_fields(zero).0);
+}
+
