@@ -6,6 +6,9 @@
 --   exist) and its hints name the caller's table; snowflake_unguard says when a table was not
 --   guarded instead of a NOTICE.
 -- * A snowflake casts to timestamptz (its time), explicitly.
+-- * snowflake_adopt checks the column against snowflake_compose(now(), 0, 0), which is
+--   snowflake_min_id(now()) in a time-first layout (snowflake_min_id is refused in a worker-first
+--   one), and in a worker-first layout with a worker given against that worker's ids from now.
 -- The functions are replaced; nothing is dropped, grants stay.
 
 CREATE OR REPLACE FUNCTION snowflake_adopt(tbl regclass, col name, worker integer DEFAULT NULL)
@@ -23,6 +26,7 @@ DECLARE
     new_default text;
     max_value bigint;
     floor_id bigint;
+    floor_worker integer := 0;
     owned_seq text;
     citus_table boolean;
     shard_of text;
@@ -167,13 +171,23 @@ BEGIN
                   HINT = pg_catalog.format('To change the worker, run ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s;', rel.name, col, new_default);
     END IF;
 
-    -- Every id made from now on is at least this; existing values must all be below it.
-    floor_id := @extschema@.snowflake_min_id(pg_catalog.clock_timestamp());
+    -- Every id made from now on is at least this, the smallest id of any worker now (what
+    -- snowflake_min_id(now()) is in a time-first layout); existing values must all be below it.
+    floor_id := @extschema@.snowflake_compose(pg_catalog.clock_timestamp(), 0, 0);
+    -- In a worker-first layout (Seata's) a worker's ids are all above every lower worker's, so
+    -- a column whose default names its worker needs its values below that worker's ids from
+    -- now on only. (The server's worker, with no worker given, may change: the floor stays.)
+    -- Worker-first is where the worker's ids at the layout's epoch are above worker 0's now.
+    IF worker OPERATOR(pg_catalog.>) 0
+       AND @extschema@.snowflake_compose(@extschema@.snowflake_timestamp(0), worker, 0) OPERATOR(pg_catalog.>) floor_id THEN
+        floor_worker := worker;
+        floor_id := @extschema@.snowflake_compose(pg_catalog.clock_timestamp(), worker, 0);
+    END IF;
     max_value := @extschema@.snowflake_column_max(rel.oid::pg_catalog.regclass, col::pg_catalog.text);
     IF max_value OPERATOR(pg_catalog.>=) floor_id THEN
         RAISE EXCEPTION 'column % of table % holds values up to %, which new snowflake ids could repeat', pg_catalog.quote_ident(col), rel.name, max_value
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = pg_catalog.format('Snowflake ids made from now on start at %s (snowflake_min_id(now())).', floor_id),
+                  DETAIL = pg_catalog.format('Snowflake ids made from now on start at %s (snowflake_compose(now(), %s, 0)).', floor_id, floor_worker),
                   HINT = 'Only columns whose values are all below that can be switched in place; renumber the rows first, or keep this column on its sequence.';
     END IF;
 

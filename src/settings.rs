@@ -81,8 +81,8 @@ fn define_restart_only() {
         c"snowflake.layout",
         c"Bit layout of the ids this server generates and decodes.",
         c"A preset (snowflake, the default: 41 bits of milliseconds since 2025-01-01, 10-bit \
-          worker, 12-bit sequence; twitter; instagram; sonyflake; pgedge) or a custom layout \
-          such as 'epoch=2020-01-01 unit=10ms time=39 worker=16 sequence=8 \
+          worker, 12-bit sequence; twitter; instagram; sonyflake; pgedge; seata, worker first) or \
+          a custom layout such as 'epoch=2020-01-01 unit=10ms time=39 worker=16 sequence=8 \
           order=time-sequence-worker'. It is persisted with the marks at the first id and \
           cannot change under existing ids: a server whose marks were made in another layout \
           refuses to generate.",

@@ -73,3 +73,29 @@ pub fn empty_partition(from: &dyn std::fmt::Display, to: &dyn std::fmt::Display)
         "Pass the start of the partition's time range, then its end (exclusive).",
     )
 }
+
+/// `function`, which bounds ids by time across workers, in a worker-first layout: there a time
+/// range is one key range per worker, and the function's answer would hold ids of every time.
+#[cold]
+#[track_caller]
+pub fn not_time_first(function: &str, layout: &snowflake_core::layout::Layout) -> ! {
+    raise(
+        ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!(
+            "{function} is not available in the snowflake layout {}: its ids are ordered by worker first",
+            layout.label()
+        ),
+        Some(
+            "In a worker-first layout (order=worker-time-sequence) the ids of a time range are one key \
+             range per worker, not one range of ids, so no id bounds a time range for every worker."
+                .into(),
+        ),
+        if function == "snowflake_partition_bounds" {
+            "Partition by the worker instead (PARTITION BY LIST (snowflake_worker(id))) or by a time column, \
+             or use a time-first layout."
+        } else {
+            "Filter on the time itself: WHERE snowflake_timestamp(id) >= '2026-11-01' AND snowflake_timestamp(id) < \
+             '2026-12-01'; for one worker's ids, compare id with snowflake_compose(ts, worker, 0)."
+        },
+    )
+}

@@ -155,3 +155,40 @@ pub fn writer_did_not_answer(seconds: u64) -> ! {
         "Check that the \"snowflake_ext mark writer\" background worker runs (pg_stat_activity) and see the server log.",
     )
 }
+
+/// A restore above `above`, an id of worker `above_worker`, of `worker` (every worker if
+/// `None`) in a worker-first layout, where the ids of a lower worker are all below it.
+#[cold]
+#[track_caller]
+pub fn restore_below_worker(
+    above: i64,
+    above_worker: u32,
+    worker: Option<u32>,
+    layout: &snowflake_core::layout::Layout,
+) -> ! {
+    let whose = match worker {
+        Some(w) => format!("worker {w}'s ids"),
+        None => "every worker's ids".into(),
+    };
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        format!(
+            "{whose} cannot be above {above}, an id of worker {above_worker}, in the snowflake layout {}",
+            layout.label()
+        ),
+        Some(
+            "In a worker-first layout (order=worker-time-sequence) the ids of a worker are all below those \
+             of every higher worker, whatever their time."
+                .into(),
+        ),
+        &match worker {
+            Some(w) => format!(
+                "Pass the largest id worker {w} may have issued (SELECT max(id) FROM t WHERE snowflake_worker(id) = {w}), \
+                 or restore every worker from the tables: snowflake_restore_mark(ARRAY['t']::regclass[])."
+            ),
+            None => "Restore every worker from the tables (snowflake_restore_mark(ARRAY['t']::regclass[])), or pass \
+                     an id of worker 0 made at the latest time any id was: snowflake_restore_mark(snowflake_compose(ts, 0, 0))."
+                .into(),
+        },
+    )
+}

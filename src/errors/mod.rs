@@ -137,7 +137,13 @@ pub fn layout_error(err: LayoutError, layout: &Layout) -> ! {
         ),
         LayoutError::IdAfterEnd(id) => raise(
             ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("{id} is not an id of this layout: its time field is past the layout's end"),
+            if layout.is_time_first() {
+                format!("{id} is not an id of this layout: its time field is past the layout's end")
+            } else {
+                // Worker-first: the bits above the worker field are set (a layout of fewer
+                // than 63 bits), so the id is above that of the last worker's last unit.
+                format!("{id} is not an id of this layout: it has bits set above its worker field")
+            },
             Some(format!(
                 "{} The largest id is {}.",
                 range_of(layout),

@@ -76,19 +76,32 @@ fn snowflake_compose(ts: TimestampWithTimeZone, worker: i32, seq: i32) -> i64 {
     compose(ts, worker, seq, settings::layout())
 }
 
+/// The smallest id any worker can have in the millisecond of `ts`. Refused in a worker-first
+/// layout: there `id >= min_id(a) AND id < min_id(b)` holds ids of every other time too.
 #[pg_extern(immutable, strict, parallel_safe)]
 pub fn snowflake_min_id(ts: TimestampWithTimeZone) -> i64 {
-    let layout = settings::layout();
+    let layout = time_first("snowflake_min_id");
     layout.min_id(time_of(ts, layout))
 }
 
+/// The largest id any worker can have in the millisecond of `ts`; refused like
+/// `snowflake_min_id` in a worker-first layout.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_max_id(ts: TimestampWithTimeZone) -> i64 {
-    let layout = settings::layout();
+    let layout = time_first("snowflake_max_id");
     layout.max_id(time_of(ts, layout))
 }
 
-/// A layout given by name (`twitter`, `discord`, `instagram`, `sonyflake`, `pgedge`,
+/// The server's layout, if its ids are ordered by time first; else `function` is refused.
+fn time_first(function: &str) -> &'static Layout {
+    let layout = settings::layout();
+    if !layout.is_time_first() {
+        errors::not_time_first(function, layout);
+    }
+    layout
+}
+
+/// A layout given by name (`twitter`, `discord`, `instagram`, `sonyflake`, `pgedge`, `seata`,
 /// `snowflake`) or as a custom text (`epoch=2020-01-01 unit=10ms time=39 worker=16 sequence=8
 /// order=time-sequence-worker`).
 fn layout_named(name: &str) -> Layout {
@@ -97,7 +110,7 @@ fn layout_named(name: &str) -> Layout {
 }
 
 /// An id of another system's layout taken apart: Twitter's, Discord's, Instagram's,
-/// Sonyflake's, pgEdge's, or a custom one.
+/// Sonyflake's, pgEdge's, Seata's, or a custom one.
 #[pg_extern(immutable, strict, parallel_safe, name = "snowflake_decode")]
 fn snowflake_decode_in(
     id: i64,

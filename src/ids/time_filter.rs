@@ -13,6 +13,9 @@
 //! snowflake_timestamp(id)  = T   adds   both
 //! ```
 //!
+//! In a worker-first layout (`order=worker-time-sequence`, Seata's) nothing is added: there the
+//! ids of a time range are one key range per worker, and one bound on the id would cut nothing.
+//!
 //! The added condition is implied by the original, which stays, so results never change; the
 //! planner can now use the index for it. A condition the query already has is not added again
 //! (a Citus shard query arrives with the coordinator's). Only comparisons that are top-level conjuncts of a
@@ -56,13 +59,17 @@ pub fn snowflake_upper_bound(ts: TimestampWithTimeZone) -> i64 {
 }
 
 /// The bounds of a range partition holding the ids made from `from_ts` (inclusive) to `to_ts`
-/// (exclusive), for `PARTITION BY RANGE (id)`: `FOR VALUES FROM (from_id) TO (to_id)`.
+/// (exclusive), for `PARTITION BY RANGE (id)`: `FOR VALUES FROM (from_id) TO (to_id)`. Refused
+/// in a worker-first layout, where a time range is one key range per worker.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_partition_bounds(
     from_ts: TimestampWithTimeZone,
     to_ts: TimestampWithTimeZone,
 ) -> TableIterator<'static, (name!(from_id, i64), name!(to_id, i64))> {
     let layout = settings::layout();
+    if !layout.is_time_first() {
+        errors::not_time_first("snowflake_partition_bounds", layout);
+    }
     let (from, to) = (
         decode::time_of(from_ts, layout),
         decode::time_of(to_ts, layout),
@@ -295,6 +302,12 @@ unsafe fn implied(clause: *mut Node) -> Vec<Bound> {
             return Vec::new();
         };
         let (x, schema) = call;
+        // In a worker-first layout (Seata's) the ids of a time range are one key range per
+        // worker: a single bound on the id would keep nearly every row, so none is added and the
+        // filter stays as written.
+        if !settings::layout().is_time_first() {
+            return Vec::new();
+        }
         // Both sides are evaluated again in the bounds: only expressions that give the same
         // value each time may be.
         if [x, rhs]

@@ -12,10 +12,13 @@ use snowflake_core::marks::RewindRefusal;
 
 /// Every worker's ids from now on are above `above`; also accepts the marks table as it is
 /// when the marks are in doubt. Returns the smallest id any worker may issue next.
+///
+/// In a worker-first layout only an id of worker 0 can be below every worker's new ids: each
+/// worker's then start after its time. Any other `above` is refused.
 #[pg_extern(volatile, parallel_unsafe, name = "snowflake_restore_mark")]
 fn snowflake_restore_mark_all(above: Option<i64>) -> i64 {
     let (shared, layout) = prepare();
-    let from = first_tick_above(above, layout);
+    let from = first_tick_above(above, None, layout);
     restore(shared, None, from);
     layout.id_from_tick(from, 0)
 }
@@ -30,7 +33,7 @@ fn snowflake_restore_mark_worker(worker: Option<i32>, above: Option<i64>) -> i64
             .check_worker(w as i64)
             .unwrap_or_else(|e| errors::layout_error(e, layout)),
     };
-    let from = first_tick_above(above, layout);
+    let from = first_tick_above(above, Some(worker), layout);
     let mark = restore(shared, Some(worker), from);
     layout.id_from_tick(mark.max(from), worker)
 }
@@ -38,6 +41,10 @@ fn snowflake_restore_mark_worker(worker: Option<i32>, above: Option<i64>) -> i64
 /// Every worker's ids from now on are above the largest id in `tables` (their columns whose
 /// default calls snowflake_nextval, or their bigint primary key). Returns the smallest id any
 /// worker may issue next.
+///
+/// In a worker-first layout the largest id is of the highest worker only, and says nothing of
+/// the others' times: every worker's ids then start after the latest time of any id in the
+/// tables (each worker's largest id found by one index probe per worker present).
 #[pg_extern(sql = false)]
 fn snowflake_restore_mark_from(tables: Option<Vec<Option<pg_sys::Oid>>>) -> i64 {
     let (shared, layout) = prepare();
@@ -50,9 +57,9 @@ fn snowflake_restore_mark_from(tables: Option<Vec<Option<pg_sys::Oid>>>) -> i64 
     };
     let mut above = 0i64;
     for table in tables {
-        above = above.max(largest_id(table));
+        above = above.max(largest_id(table, layout));
     }
-    let from = first_tick_above(Some(above), layout);
+    let from = first_tick_above(Some(above), None, layout);
     restore(shared, None, from);
     layout.id_from_tick(from, 0)
 }
@@ -123,9 +130,14 @@ fn prepare() -> (&'static Shared, &'static Layout) {
     (shared, settings::layout())
 }
 
-/// The first tick whose ids, of every worker, are all above `above`: the start of the next
-/// time unit.
-fn first_tick_above(above: Option<i64>, layout: &Layout) -> u64 {
+/// The first tick whose ids, of every worker (or of `worker`), are all above `above`: the start
+/// of the next time unit.
+///
+/// In a worker-first layout the ids of a worker below `above`'s are all below it, whatever
+/// their time: a restore that would need them above it is refused rather than done in part.
+/// The ids of a worker above `above`'s are all above it already; the tick still starts after
+/// `above`'s time.
+fn first_tick_above(above: Option<i64>, worker: Option<u32>, layout: &Layout) -> u64 {
     let above = match above {
         None => errors::null_argument(
             "the id to restore above",
@@ -136,6 +148,9 @@ fn first_tick_above(above: Option<i64>, layout: &Layout) -> u64 {
     let parts = layout
         .decompose(above)
         .unwrap_or_else(|e| errors::layout_error(e, layout));
+    if !layout.is_time_first() && parts.worker > worker.unwrap_or(0) {
+        errors::restore_below_worker(above, parts.worker, worker, layout);
+    }
     if parts.time >= layout.max_time() {
         errors::exhausted(0, layout);
     }
@@ -157,7 +172,11 @@ fn failed(reply: Reply) -> ! {
 /// The largest id in one table: in its id columns ([`crate::tables::id_columns`]), each read with the
 /// owner's rights ([`crate::tables::owner_scan`]). A column that makes ids but cannot be read as ids is an
 /// error: the largest id is never guessed.
-fn largest_id(table: pg_sys::Oid) -> i64 {
+///
+/// In a worker-first layout, an id of worker 0 whose time is the latest of any id there: each
+/// column's largest id of each worker present, found from the top down (the largest id, then
+/// the largest below that one's worker, and so on).
+fn largest_id(table: pg_sys::Oid, layout: &Layout) -> i64 {
     let columns = crate::tables::id_columns::of(table);
     let name = || crate::tables::owner_scan::name_of(table);
     if columns.is_empty() {
@@ -166,11 +185,28 @@ fn largest_id(table: pg_sys::Oid) -> i64 {
     if let Some(c) = columns.iter().find(|c| !c.readable) {
         errors::id_column_unreadable(&pgrx::spi::quote_identifier(&c.name), &name(), &c.type_name);
     }
-    columns
-        .iter()
-        .filter_map(|column| crate::tables::owner_scan::largest(table, &column.name))
-        .max()
-        .unwrap_or(0)
+    if layout.is_time_first() {
+        return columns
+            .iter()
+            .filter_map(|column| crate::tables::owner_scan::largest(table, &column.name, None))
+            .max()
+            .unwrap_or(0);
+    }
+    let mut latest = None;
+    for column in &columns {
+        let mut below = None;
+        while let Some(id) = crate::tables::owner_scan::largest(table, &column.name, below) {
+            let parts = layout
+                .decompose(id)
+                .unwrap_or_else(|e| errors::layout_error(e, layout));
+            latest = latest.max(Some(parts.time));
+            if parts.worker == 0 {
+                break;
+            }
+            below = Some(layout.compose(0, parts.worker, 0));
+        }
+    }
+    latest.map_or(0, |time| layout.compose(time, 0, layout.max_seq()))
 }
 
 // Declared in sql/install/restore_mark_tables.sql: pgrx would make the argument an oid[].

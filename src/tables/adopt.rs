@@ -6,7 +6,8 @@ pgrx::extension_sql_file!(
     "../../sql/install/adopt.sql",
     name = "snowflake_adopt",
     requires = [
-        snowflake_min_id,
+        snowflake_compose,
+        snowflake_timestamp,
         snowflake_nextval_configured,
         snowflake_nextval_worker
     ]

@@ -47,18 +47,21 @@ pub fn may_act_as(owner: pg_sys::Oid) -> bool {
     .unwrap_or(false)
 }
 
-/// The largest value of `column` in `table`, read as the table's owner. The caller must own the
-/// table or be a superuser.
-pub fn largest(table_oid: pg_sys::Oid, column: &str) -> Option<i64> {
+/// The largest value of `column` in `table` (below `below`, if given), read as the table's
+/// owner. The caller must own the table or be a superuser.
+pub fn largest(table_oid: pg_sys::Oid, column: &str, below: Option<i64>) -> Option<i64> {
     let table = table(table_oid);
     if !may_act_as(table.owner) {
         errors::not_table_owner(&table.qualified);
     }
-    let query = format!(
-        "SELECT pg_catalog.max({}) FROM {}",
-        pgrx::spi::quote_identifier(column),
-        table.qualified
-    );
+    let column = pgrx::spi::quote_identifier(column);
+    let query = match below {
+        None => format!("SELECT pg_catalog.max({column}) FROM {}", table.qualified),
+        Some(below) => format!(
+            "SELECT pg_catalog.max({column}) FROM {} WHERE {column} OPERATOR(pg_catalog.<) {below}::pg_catalog.int8",
+            table.qualified
+        ),
+    };
     let mut saved_user = pg_sys::InvalidOid;
     let mut saved_context = 0;
     // SAFETY: the same calls VACUUM makes around a table's code: switch to the owner in a
@@ -83,9 +86,7 @@ pub fn largest(table_oid: pg_sys::Oid, column: &str) -> Option<i64> {
         pg_sys::AtEOXact_GUC(true, nest);
         pg_sys::SetUserIdAndSecContext(saved_user, saved_context);
     }
-    largest.unwrap_or_else(|e| {
-        errors::largest_not_bigint(&pgrx::spi::quote_identifier(column), &table.qualified, &e)
-    })
+    largest.unwrap_or_else(|e| errors::largest_not_bigint(&column, &table.qualified, &e))
 }
 
 /// The relation's name, schema-qualified and quoted, for messages.
@@ -115,7 +116,7 @@ unsafe fn set_local(name: &str, value: &str) {
 /// with the owner's rights. Only the table's owner (or a superuser) may call it.
 #[pg_extern(volatile, strict, parallel_unsafe, sql = false)]
 fn snowflake_column_max(tbl: pg_sys::Oid, col: &str) -> Option<i64> {
-    largest(tbl, col)
+    largest(tbl, col, None)
 }
 
 // The declaration, with a regclass argument: sql/install/column_max.sql.
