@@ -671,3 +671,303 @@ fn lastval_is_per_session_and_undefined_before_the_first_id() {
     let max: i64 = other.scalar("SELECT max(id) FROM t");
     assert_eq!(theirs, max);
 }
+
+/// Seata's `IdWorker` id taken apart by its own formula, `workerId << 53 | (ms - 1588435200000)
+/// << 12 | sequence`: (Unix ms, worker, sequence).
+fn seata_fields(id: i64) -> (i64, i64, i64) {
+    (
+        ((id >> 12) & ((1 << 41) - 1)) + 1_588_435_200_000,
+        id >> 53,
+        id & 4095,
+    )
+}
+
+/// A started server in Seata's layout, minting as worker 5.
+fn seata_server(name: &str) -> (Cluster, Client) {
+    let cluster = started(name, &["snowflake.layout=seata", "snowflake.worker_id=5"]);
+    let client = cluster.connect();
+    (cluster, client)
+}
+
+#[test]
+fn a_seata_server_mints_ids_of_seatas_formula_that_increase_per_worker() {
+    let (cluster, mut c) = seata_server("layout-seata");
+    let before = unix_ms_now();
+    // Four sessions at once, each 3,000 ids (a millisecond's 4,096 borrowed now and then).
+    let per_session: Vec<Vec<i64>> = (0..4)
+        .map(|_| {
+            let conninfo = cluster.conninfo("postgres");
+            std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                ids(
+                    &mut c,
+                    "SELECT snowflake_nextval() FROM generate_series(1, 3000)",
+                )
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    let other = ids(
+        &mut c,
+        "SELECT snowflake_nextval(7) FROM generate_series(1, 3000)",
+    );
+    let after = unix_ms_now();
+    for session in per_session.iter().chain([&other]) {
+        assert_strictly_increasing(session);
+    }
+    let all: Vec<i64> = per_session.concat();
+    assert_no_duplicates(&all);
+    for (&id, worker) in all
+        .iter()
+        .map(|id| (id, 5))
+        .chain(other.iter().map(|id| (id, 7)))
+    {
+        let (ms, w, _) = seata_fields(id);
+        assert_eq!(w, worker, "{id}");
+        assert!(
+            before - 1 <= ms && ms <= after + 10,
+            "{id}: {ms} not in {before}..{after}"
+        );
+    }
+    // Decoded by the server as by the formula, and as the preset and the custom form say.
+    let last = *other.last().unwrap();
+    let (ms, w, seq) = seata_fields(last);
+    let r = c
+        .query_one(
+            "SELECT (extract(epoch FROM d.ts) * 1000)::int8, d.worker::int8, d.seq::int8,
+                    (d.ts, d.worker, d.seq) = (SELECT s.ts, s.worker, s.seq FROM snowflake_decode($1, 'seata') s),
+                    (d.ts, d.worker, d.seq) = (SELECT s.ts, s.worker, s.seq FROM snowflake_decode($1,
+                        'epoch=2020-05-02T16:00:00Z time=41 worker=10 sequence=12 order=worker-time-sequence') s),
+                    snowflake_compose(d.ts, d.worker, d.seq) = $1,
+                    snowflake_compose(d.ts, d.worker, d.seq, 'seata') = $1,
+                    $1::snowflake::timestamptz = d.ts
+               FROM snowflake_decode($1) d",
+            &[&last],
+        )
+        .unwrap();
+    let got: (i64, i64, i64, bool, bool, bool, bool, bool) = (
+        r.get(0),
+        r.get(1),
+        r.get(2),
+        r.get(3),
+        r.get(4),
+        r.get(5),
+        r.get(6),
+        r.get(7),
+    );
+    assert_eq!(got, (ms, w, seq, true, true, true, true, true));
+    let status: String = c.scalar("SELECT layout FROM snowflake_status()");
+    assert_eq!(status, "seata");
+    let stats: Vec<(i32, i64)> = c
+        .query(
+            "SELECT worker, last_id FROM snowflake_stats WHERE worker IN (5, 7) ORDER BY worker",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(stats, vec![(5, *all.iter().max().unwrap()), (7, last)]);
+    // After a restart each worker continues above its own ids.
+    drop(c);
+    cluster.stop();
+    cluster.start();
+    let mut c = cluster.connect();
+    let next5: i64 = c.scalar("SELECT snowflake_nextval()");
+    let next7: i64 = c.scalar("SELECT snowflake_nextval(7)");
+    assert!(next5 > *all.iter().max().unwrap() && next5 < 6 << 53);
+    assert!(next7 > last && next7 < 8 << 53);
+}
+
+#[test]
+fn a_server_mints_in_a_custom_worker_first_layout_and_refuses_ids_above_its_largest() {
+    let layout = "epoch=2024-01-01 time=40 worker=8 sequence=12 order=worker-time-sequence";
+    let cluster = started(
+        "layout-worker-first",
+        &[
+            &format!("snowflake.layout={layout}"),
+            "snowflake.worker_id=200",
+        ],
+    );
+    let mut c = cluster.connect();
+    let minted = ids(
+        &mut c,
+        "SELECT snowflake_nextval() FROM generate_series(1, 5000)",
+    );
+    assert_strictly_increasing(&minted);
+    assert!(minted.iter().all(|id| id >> 52 == 200), "{minted:?}");
+    let worker: i32 = c.scalar(&format!("SELECT snowflake_worker({})", minted[0]));
+    assert_eq!(worker, 200);
+    // 60 bits: an id with a bit above the worker field is past the layout's largest.
+    let e = error_of(&mut c, &format!("SELECT snowflake_decode({})", 1_i64 << 60));
+    assert_eq!(e.code, "22003", "{e:?}");
+    let largest: i64 = c.scalar(&format!(
+        "SELECT snowflake_compose(ts, worker, seq, '{layout}') FROM snowflake_decode({}) ",
+        (1_i64 << 60) - 1
+    ));
+    assert_eq!(largest, (1 << 60) - 1);
+}
+
+/// `ev`: one row a minute over six hours from T0 for each of workers 0, 3, 7 and 1023, with its
+/// time also in a plain column.
+fn seata_rows(c: &mut Client) {
+    c.batch_execute(&format!(
+        "CREATE TABLE ev (id bigint PRIMARY KEY, ts timestamptz NOT NULL);
+         INSERT INTO ev SELECT snowflake_compose(t, w, 0), t
+           FROM generate_series(0, 359) g, unnest(ARRAY[0, 3, 7, 1023]) w,
+                LATERAL (SELECT timestamptz '{T0}' + g * interval '1 minute' + w * interval '1 ms' AS t) x;
+         ANALYZE ev;"
+    ))
+    .unwrap();
+}
+
+#[test]
+fn time_filters_in_the_seata_layout_return_exactly_the_rows_of_those_times() {
+    let (_cluster, mut c) = seata_server("time-filter-seata");
+    seata_rows(&mut c);
+    let at = |offset: &str| format!("timestamptz '{T0}' + interval '{offset}'");
+    for (op, t) in [
+        (">=", at("2 hours")),
+        (">", at("2 hours")),
+        ("<", at("3 hours 30 minutes 0.003 seconds")),
+        ("<=", at("3 hours 30 minutes 0.003 seconds")),
+        ("=", at("1 hour 7 minutes 0.007 seconds")),
+        ("=", at("5 hours 1.023 seconds")),
+    ] {
+        for (left, right) in [
+            ("snowflake_timestamp(id)", t.as_str()),
+            (t.as_str(), "snowflake_timestamp(id)"),
+        ] {
+            let filter = format!("{left} {op} {right}");
+            let plain = filter.replace("snowflake_timestamp(id)", "ts");
+            let (got, want): ((i64, i64), (i64, i64)) = (
+                c.query_one(&format!("SELECT count(*), coalesce(sum(id % 1000003), 0)::int8 FROM ev WHERE {filter}"), &[])
+                    .map(|r| (r.get(0), r.get(1)))
+                    .unwrap(),
+                c.query_one(&format!("SELECT count(*), coalesce(sum(id % 1000003), 0)::int8 FROM ev WHERE {plain}"), &[])
+                    .map(|r| (r.get(0), r.get(1)))
+                    .unwrap(),
+            );
+            assert_eq!(got, want, "{filter}");
+            assert!(want.0 > 0, "{filter}");
+            // No bound on the id: the filter is left as written.
+            let plan = explain(
+                &mut c,
+                "COSTS OFF",
+                &format!("SELECT * FROM ev WHERE {filter}"),
+            );
+            assert!(!plan.contains("_bound"), "{filter}:\n{plan}");
+        }
+    }
+    let between = format!(
+        "BETWEEN {} AND {}",
+        at("1 hour"),
+        at("4 hours 0.003 seconds")
+    );
+    let got: i64 = c.scalar(&format!(
+        "SELECT count(*) FROM ev WHERE snowflake_timestamp(id) {between}"
+    ));
+    let want: i64 = c.scalar(&format!("SELECT count(*) FROM ev WHERE ts {between}"));
+    assert_eq!(got, want);
+    assert!(want > 0);
+}
+
+#[test]
+fn worker_first_layouts_refuse_min_id_max_id_and_partition_bounds_and_keep_one_sided_bounds() {
+    let (_cluster, mut c) = seata_server("refusals-seata");
+    for sql in [
+        "SELECT snowflake_min_id(now())",
+        "SELECT snowflake_max_id(now())",
+        "SELECT * FROM snowflake_partition_bounds(now(), now() + interval '1 day')",
+    ] {
+        let e = error_of(&mut c, sql);
+        assert_eq!(e.code, "0A000", "{sql}: {e:?}");
+        assert!(e.hint.is_some(), "{sql}: {e:?}");
+    }
+    // snowflake_lower_bound / upper_bound still bound every worker's ids of later / earlier times.
+    seata_rows(&mut c);
+    let t = format!("timestamptz '{T0}' + interval '3 hours'");
+    let wrong: i64 = c.scalar(&format!(
+        "SELECT count(*) FROM ev WHERE (ts >= {t} AND id < snowflake_lower_bound({t}))
+                                    OR (ts <= {t} AND id > snowflake_upper_bound({t}))"
+    ));
+    assert_eq!(wrong, 0);
+}
+
+#[test]
+fn restoring_marks_in_the_seata_layout_keeps_every_worker_above_its_own_ids() {
+    let (_cluster, mut c) = seata_server("restore-seata");
+    // Worker 5's ids are the largest by value; worker 2's latest is the latest in time, 5 s ahead.
+    c.batch_execute(
+        "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
+         INSERT INTO t (v) SELECT g FROM generate_series(1, 100) g;
+         INSERT INTO t (id, v) SELECT snowflake_nextval(2), g FROM generate_series(1, 100) g;
+         INSERT INTO t (id, v) VALUES (snowflake_compose(now() + interval '5 seconds', 2, 0), 0);",
+    )
+    .unwrap();
+    let latest_of_2: i64 = c.scalar("SELECT max(id) FROM t WHERE snowflake_worker(id) = 2");
+    let largest: i64 = c.scalar("SELECT max(id) FROM t");
+    // An id of worker 5 cannot be below worker 2's (or every worker's) new ids: refused.
+    for sql in [
+        format!("SELECT snowflake_restore_mark({largest})"),
+        format!("SELECT snowflake_restore_mark(2, {largest})"),
+    ] {
+        let e = error_of(&mut c, &sql);
+        assert_eq!(e.code, "22023", "{sql}: {e:?}");
+        assert!(e.hint.is_some(), "{sql}: {e:?}");
+    }
+    // From the table: every worker starts after the latest time in it, worker 2's.
+    let floor: i64 = c.scalar("SELECT snowflake_restore_mark(ARRAY['t']::regclass[])");
+    assert_eq!(seata_fields(floor).1, 0);
+    assert!(
+        seata_fields(floor).0 > seata_fields(latest_of_2).0,
+        "{floor} {latest_of_2}"
+    );
+    let next2: i64 = c.scalar("SELECT snowflake_nextval(2)");
+    let next5: i64 = c.scalar("SELECT snowflake_nextval()");
+    assert!(
+        next2 > latest_of_2 && next2 >> 53 == 2,
+        "{next2} {latest_of_2}"
+    );
+    assert!(next5 > largest && seata_fields(next5).0 > seata_fields(latest_of_2).0);
+    // A worker above the id's, or an id of worker 0 for every worker: accepted.
+    let mark: i64 = c.scalar(&format!("SELECT snowflake_restore_mark(9, {latest_of_2})"));
+    assert!(mark >> 53 == 9 && seata_fields(mark).0 > seata_fields(latest_of_2).0);
+    let zero: i64 = c.scalar("SELECT snowflake_compose(now() + interval '8 seconds', 0, 0)");
+    let floor: i64 = c.scalar(&format!("SELECT snowflake_restore_mark({zero})"));
+    assert!(floor > zero && seata_fields(floor).1 == 0);
+    let next2: i64 = c.scalar("SELECT snowflake_nextval(2)");
+    assert!(seata_fields(next2).0 > seata_fields(zero).0);
+}
+
+/// In the seata layout a bigserial key is adopted as in any other: new rows get worker-first
+/// ids above every value there. A column of other workers' Seata ids is adopted only with a
+/// worker whose ids from now on are above them all (a higher one), and refused otherwise.
+#[test]
+fn adopting_in_the_seata_layout_keeps_new_ids_above_the_column() {
+    let (_cluster, mut c) = seata_server("adopt-seata");
+    c.batch_execute(
+        "CREATE TABLE serial (id bigserial PRIMARY KEY, v int);
+         INSERT INTO serial (v) SELECT g FROM generate_series(1, 100) g;
+         CREATE TABLE theirs (id bigint PRIMARY KEY, v int);
+         INSERT INTO theirs SELECT snowflake_compose(now() + interval '1 hour', 3, g), g
+           FROM generate_series(1, 100) g;",
+    )
+    .unwrap();
+    c.scalar::<String>("SELECT snowflake_adopt('serial', 'id')");
+    let fresh: i64 = c.scalar("INSERT INTO serial (v) VALUES (0) RETURNING id");
+    assert!(fresh > 100 && seata_fields(fresh).1 == 5);
+    for worker in ["", ", 2", ", 3"] {
+        let e = error_of(
+            &mut c,
+            &format!("SELECT snowflake_adopt('theirs', 'id'{worker})"),
+        );
+        assert_eq!(e.code, "55000", "{worker}: {e:?}");
+    }
+    c.scalar::<String>("SELECT snowflake_adopt('theirs', 'id', 7)");
+    let largest: i64 = c.scalar("SELECT max(id) FROM theirs");
+    let fresh: i64 = c.scalar("INSERT INTO theirs (v) VALUES (0) RETURNING id");
+    assert!(fresh > largest && seata_fields(fresh).1 == 7);
+}
