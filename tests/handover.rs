@@ -1669,23 +1669,26 @@ fn the_primary_renewing_its_lease_is_not_superseded(r: &mut postgres::Client, wo
         .get::<_, i64>(0)
             >= renewals + 3
     });
-    let superseded: i64 = r.scalar("SELECT count(*) FROM snowflake_registry.superseded");
+    let superseded: i64 =
+        r.scalar("SELECT count(*) FROM snowflake_registry.leases WHERE released_by = 'superseded'");
     assert_eq!(superseded, 0, "a healthy primary was superseded");
 }
 
-/// The primary dies: the registry (through `r`) records it superseded once its own lease
-/// (20 s) has ended, not before.
+/// The primary dies: the registry (through `r`) releases its lease as superseded once its own
+/// lease (20 s) has ended, not before.
 fn the_primary_dead_is_superseded_only_once_its_own_lease_ended(
     primary: &Cluster,
     r: &mut postgres::Client,
 ) {
     primary.kill_postmaster();
     wait_until("the primary superseded", PATIENCE, || {
-        r.scalar("SELECT count(*) > 0 FROM snowflake_registry.superseded")
+        r.scalar(
+            "SELECT count(*) > 0 FROM snowflake_registry.leases WHERE released_by = 'superseded'",
+        )
     });
     let ended_first: bool = r.scalar(
-        "SELECT s.at >= l.expires_at FROM snowflake_registry.superseded s
-               JOIN snowflake_registry.leases l ON l.worker = s.worker",
+        "SELECT released_at >= expires_at FROM snowflake_registry.leases
+          WHERE released_by = 'superseded'",
     );
     assert!(ended_first, "superseded before its lease ended");
 }

@@ -19,15 +19,16 @@
 --   lock_delay) and stops minting on its own boot clock before its lease could end, counted
 --   from when it *sent* the request that last renewed it. Each renewal records the holder's cap
 --   (last_mark): the holder never issues past it, and the next holder starts above it.
--- * A worker id changes hands at once only when its last holder has provably stopped: it gave
---   it back itself with its final mark (release), it was never held, or it was held by an
---   earlier start of the same server on the same machine run (same kernel boot and namespaces,
---   where PostgreSQL itself refuses to start while any process of the earlier start lives).
---   In every other case (expired, released by an administrator, superseded, held by a copy of
---   the claimer, right after the registry's server changed) the claimer waits, on its own boot
---   clock, at least the longest lease its last holder could still be counting (the larger of
---   that holder's TTL and lock_delay), then confirms (confirm): Chubby's lock-delay. A holder
---   that renews meanwhile keeps the worker id, and the claimer's confirmation fails.
+-- * A worker id changes hands at once only on proof that nobody else holds it, never on this
+--   registry's word alone where a restore could have lost what it wrote: the claimer's own
+--   record of a lease that still runs by its boot clock (an earlier start on the same machine
+--   run, bringing the fence it was given), or a release by its holder, or a worker id never
+--   held, each written in the registry's current incarnation (incarnation()). In every other
+--   case the claimer waits, on its own boot clock, at least the longest lease its last holder
+--   could still be counting (the larger of that holder's TTL and lock_delay), then confirms
+--   (confirm): Chubby's lock-delay. A holder that renews meanwhile keeps the worker id, and the
+--   claimer's confirmation fails. A lease is renewed only while it runs here. The lease model
+--   in snowflake_core (core/src/lease_model.rs) states these rules and checks them.
 -- * Every change bumps the registry's epoch and returns it; each server keeps the highest it
 --   has seen with its marks. A server that has seen a later epoch than the registry now has
 --   proves that the registry went back in time (restored from a copy, or failed over to a
@@ -105,20 +106,6 @@ ALTER TABLE snowflake_registry.leases
   -- only in that same incarnation is the release proof that nobody holds it.
   ADD COLUMN IF NOT EXISTS released_in     text;
 
--- Servers replaced by a standby promoted after them (a later timeline of the same system):
--- they may lease no worker id again, so a server brought back beside its successor mints
--- nothing. Delete its row to let it lease again.
-CREATE TABLE IF NOT EXISTS snowflake_registry.superseded (
-  system_identifier text NOT NULL,
-  host              text NOT NULL,
-  port              integer NOT NULL,
-  data_directory    text NOT NULL,
-  timeline          integer NOT NULL,
-  worker            integer NOT NULL,
-  successor         text NOT NULL,
-  at                timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  PRIMARY KEY (system_identifier, host, port, data_directory)
-);
 
 -- The registry itself: one row.
 CREATE TABLE IF NOT EXISTS snowflake_registry.config (
@@ -282,9 +269,7 @@ BEGIN
                 AND (pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.leases', 'DELETE, TRUNCATE')
                      OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.leases', 'INSERT, UPDATE')
                      OR pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.config', 'DELETE, TRUNCATE')
-                     OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.config', 'INSERT, UPDATE')
-                     OR pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.superseded', 'DELETE, TRUNCATE')
-                     OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.superseded', 'INSERT, UPDATE'))) THEN
+                     OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.config', 'INSERT, UPDATE'))) THEN
     refusal.outcome := 'unsafe_role';
     refusal.reason := pg_catalog.format('the role %s may write the registry''s tables directly, so anyone with its password could hand a live worker id to another server', session_user);
     RETURN;
@@ -355,33 +340,29 @@ CREATE OR REPLACE FUNCTION snowflake_registry.answer(c snowflake_registry.config
 RETURNS snowflake_registry.answer LANGUAGE sql STABLE
 RETURN ROW(outcome, NULL, NULL, NULL, NULL, NULL, c.epoch, c.registry_id, c.lock_delay_ms, c.max_skew_ms, NULL, reason)::snowflake_registry.answer;
 
--- Records as superseded the servers of the system `p_system_identifier` on a timeline before
+-- Releases the leases of the servers of the system `p_system_identifier` on a timeline before
 -- `p_timeline` (other than the caller) whose own lease has ended: the caller is a standby
--- promoted after them. Their worker ids are released (a claimer waits out the lock-delay).
+-- promoted after them. A claimer of their worker ids waits out the lock-delay; such a server,
+-- brought back, claims like any other (its lease ran out: it waits too) and mints with a worker
+-- id nobody else holds. (Until 0.5.0 it was refused for good, as superseded, until an
+-- administrator deleted its row: a healthy primary whose lease ran out in a registry outage
+-- was taken out of service by a standby promoted meanwhile. Keeping a split brain from writing
+-- is the HA manager's work; two servers with their own worker ids never repeat an id.)
 CREATE OR REPLACE FUNCTION snowflake_registry.supersede(p_system_identifier text, p_host text, p_port integer,
                                                         p_data_directory text, p_timeline integer)
 RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-  WITH gone AS (
-    UPDATE snowflake_registry.leases l
-       SET released_at = pg_catalog.now(), released_by = 'superseded', pending_key = NULL,
-           pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
-     WHERE l.system_identifier = p_system_identifier
-       AND l.timeline < p_timeline
-       AND l.released_at IS NULL
-       AND NOT l.elsewhere
-       AND (l.host, l.port, l.data_directory) IS DISTINCT FROM (p_host, p_port, p_data_directory)
-       AND l.expires_at < pg_catalog.now()
-    RETURNING l.system_identifier, l.host, l.port, l.data_directory, l.timeline, l.worker)
-  INSERT INTO snowflake_registry.superseded
-         (system_identifier, host, port, data_directory, timeline, worker, successor)
-  SELECT gone.system_identifier, gone.host, gone.port, gone.data_directory, gone.timeline, gone.worker,
-         snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory)
-    FROM gone
-  ON CONFLICT (system_identifier, host, port, data_directory) DO UPDATE
-    SET timeline = EXCLUDED.timeline, worker = EXCLUDED.worker,
-        successor = EXCLUDED.successor, at = pg_catalog.now();
+  UPDATE snowflake_registry.leases l
+     SET released_at = pg_catalog.now(), released_by = 'superseded', pending_key = NULL,
+         pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
+   WHERE l.system_identifier = p_system_identifier
+     AND l.timeline < p_timeline
+     AND l.released_at IS NULL
+     AND NOT l.elsewhere
+     AND (l.host, l.port, l.data_directory) IS DISTINCT FROM (p_host, p_port, p_data_directory)
+     AND l.expires_at < pg_catalog.now();
 END;
+DROP TABLE IF EXISTS snowflake_registry.superseded;
 
 -- Claims a worker id of p_first..p_last for the caller (p_pinned: exactly p_first, the worker id
 -- its snowflake.worker_id names). Its own at once if it provably stopped using it, else one never
@@ -422,14 +403,6 @@ BEGIN
   skew := p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp());
   IF abs(skew) > c.max_skew_ms THEN
     RETURN snowflake_registry.answer(c, 'skew', pg_catalog.format('this server''s clock is %s ms %s the registry''s (at most %s ms are accepted): a new holder starts from its clock, above ids its predecessors may have issued by theirs', abs(skew), CASE WHEN skew < 0 THEN 'behind' ELSE 'ahead of' END, c.max_skew_ms));
-  END IF;
-  SELECT x.worker, x.successor INTO s FROM snowflake_registry.superseded x
-   WHERE (x.system_identifier, x.host, x.port, x.data_directory) = (p_system_identifier, p_host, p_port, p_data_directory)
-     AND x.timeline >= p_timeline;
-  IF FOUND THEN
-    a := snowflake_registry.answer(c, 'superseded', pg_catalog.format('it held worker id %s; its successor is %s', s.worker, s.successor));
-    a.worker := s.worker;
-    RETURN a;
   END IF;
   IF p_first IS NULL OR p_last IS NULL OR p_first < 0 OR p_last < p_first OR p_last - p_first > 65535
      OR p_secret IS NULL OR pg_catalog.length(p_secret) < 32 THEN
