@@ -1,6 +1,8 @@
 //! The nemesis test, in the manner of Jepsen: a registry and four servers that lease their
 //! worker ids from it, each with a session minting without a pause, for a while under random
-//! faults, one at a time: a server or its lease keeper stopped (SIGSTOP) and let go on, the
+//! faults, one at a time (and one of two at once: a lease keeper stopped while the registry
+//! is restored on the same timeline and the fleet's role raises its epoch): a server or its
+//! lease keeper stopped (SIGSTOP) and let go on, the
 //! registry black-holed through a proxy, a server killed with `kill -9` and started again, the
 //! registry restored from an older copy of itself, the clock of a server or of the registry
 //! stepped, reloads of `snowflake.registry`, `snowflake.worker_range`, `snowflake.lease_ttl`
@@ -146,9 +148,13 @@ enum Fault {
     FleetWrites,
     FleetClaim,
     FleetFreeze,
+    /// Two at once: a server's lease keeper paused (cut off, minting on within its lease) while
+    /// the registry is restored on the same timeline and the fleet's role raises its epoch past
+    /// every server's (issue 41's 900 duplicates).
+    PausedKeeperAndForgedRestore,
 }
 
-const FAULTS: [Fault; 14] = [
+const FAULTS: [Fault; 15] = [
     Fault::PauseServer,
     Fault::PauseKeeper,
     Fault::Blackhole,
@@ -163,6 +169,7 @@ const FAULTS: [Fault; 14] = [
     Fault::FleetWrites,
     Fault::FleetClaim,
     Fault::FleetFreeze,
+    Fault::PausedKeeperAndForgedRestore,
 ];
 
 /// What one fault did, for the report.
@@ -488,6 +495,38 @@ fn under_random_faults_no_id_repeats_and_no_worker_id_is_minted_by_two_servers_a
                     });
                     note = format!("claim {:?}, confirm {confirmed:?}", claimed.map(|c| c.0));
                 }
+            }
+            Fault::PausedKeeperAndForgedRestore => {
+                let keeper = keeper_of(s);
+                if let Some(pid) = &keeper {
+                    kill("-STOP", std::slice::from_ref(pid));
+                }
+                let latest: i64 = registry
+                    .connect()
+                    .scalar("SELECT epoch FROM snowflake_registry.config");
+                restore(&mut registry, copy.take().unwrap());
+                let mut fleet = connect_as(&registry, "postgres", "fleet");
+                let mut calls = 0;
+                while calls < 500
+                    && fleet
+                        .query_one(
+                            "SELECT (snowflake_registry.renew('x', 'x', 1, 'x', 'x', repeat('0', 32), 1, 10, 0, 0, 0,
+                                                              5000, 0, NULL, NULL)).epoch",
+                            &[],
+                        )
+                        .is_ok_and(|r| r.get::<_, i64>(0) <= latest)
+                {
+                    calls += 1;
+                }
+                let d = rng.secs(2, 8);
+                std::thread::sleep(d);
+                if let Some(pid) = keeper {
+                    kill("-CONT", &[pid]);
+                }
+                recover_if_frozen(&registry);
+                copies += 1;
+                copy = Some(copy_registry(&registry, copies));
+                note = format!("keeper paused {d:.1?}; restored; {calls} forged calls");
             }
             Fault::FleetFreeze => {
                 server = None;
