@@ -255,7 +255,8 @@ fn signal_each_worker(cluster: &Cluster, leasing: bool, ledger: &mut Ledger) {
         );
         ledger.mint_after(cluster, "a SIGTERM to the lease keeper");
     }
-    for worker in [MARK_WRITER] {
+    {
+        let worker = MARK_WRITER;
         let pid = idle_worker(cluster, worker);
         step(
             cluster,
