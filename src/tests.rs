@@ -254,7 +254,7 @@ mod tests {
         Spi::run("SELECT snowflake_max_id('infinity')").unwrap();
     }
 
-    #[pg_test(error = "parameter \"snowflake.worker_id\" cannot be changed now")]
+    #[pg_test(error = "snowflake.worker_id cannot be changed in a session")]
     fn a_session_cannot_set_the_worker_id() {
         Spi::run("SET snowflake.worker_id = 3").unwrap();
     }
