@@ -102,9 +102,12 @@ ALTER TABLE snowflake_registry.leases
   -- The request that last renewed the lease: the holder asks again with it when the answer
   -- was lost, and is answered as the first time (not taken for a copy of itself).
   ADD COLUMN IF NOT EXISTS last_request    bigint,
-  -- The registry's incarnation (snowflake_registry.incarnation()) when its holder gave it back:
-  -- only in that same incarnation is the release proof that nobody holds it.
-  ADD COLUMN IF NOT EXISTS released_in     text;
+  -- What proves the row's last write was made here, in this incarnation, and nothing changed
+  -- it since: incarnation() and the writing transaction's id (proof()), written with the row's
+  -- release, its creation and a pending claim; the row is untouched() while its xmin is that
+  -- transaction's. A restored copy (a new incarnation) and a dump loaded into the same tables
+  -- (new xmins) prove nothing.
+  ADD COLUMN IF NOT EXISTS proof           text;
 
 
 -- The registry itself: one row.
@@ -143,18 +146,16 @@ ALTER TABLE snowflake_registry.config
   -- When the server last changed (above): a claim placed before it waited in a history the
   -- registry may have lost.
   ADD COLUMN IF NOT EXISTS server_changed_at timestamptz;
-ALTER TABLE snowflake_registry.config
-  -- The incarnation the registry was installed in (NULL: installed before this column, or
-  -- unknown): only while it still runs in it is a worker id never held proof that none holds it.
-  ADD COLUMN IF NOT EXISTS installed_in text;
 
--- The registry's incarnation: one run of one copy of it. Every restore (of a base backup, even
--- on the same timeline, or of a dump), every failover and every restart of its server changes
--- it (the system identifier, the postmaster's start time, the leases table's OID); within one,
--- its history is one line, and nothing it wrote since can have been lost. The registry's word
--- that a worker id is free (never held, or given back by its holder) is proof only when written
--- in the incarnation that reads it: a copy restored without a trace may have lost a grant made
--- after it was taken (Chubby's lock-delay applies instead).
+-- The registry's incarnation: one run of one copy of it. Every restore of a base backup (even
+-- on the same timeline), every failover and every restart of its server changes it (the system
+-- identifier, the postmaster's start time, the leases table's OID); within one, with every
+-- answer committed durably (open() refuses synchronous_commit = off), nothing it wrote can be
+-- lost. A dump loaded back into the same tables keeps it: the transaction id beside it in a
+-- row's proof tells (untouched()). The registry's word that a worker id is free (never held, or
+-- given back by its holder) is proof only when written in the incarnation that reads it and
+-- untouched since: a copy restored without a trace may have lost a grant made after it was
+-- taken (Chubby's lock-delay applies instead).
 CREATE OR REPLACE FUNCTION snowflake_registry.incarnation()
 RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -163,7 +164,34 @@ AS $$
     FROM pg_catalog.pg_control_system() s
 $$;
 
-INSERT INTO snowflake_registry.config (installed_in) VALUES (snowflake_registry.incarnation())
+INSERT INTO snowflake_registry.config DEFAULT VALUES ON CONFLICT (one) DO NOTHING;
+
+-- The proof a write leaves (leases.proof): this incarnation and this transaction.
+CREATE OR REPLACE FUNCTION snowflake_registry.proof()
+RETURNS text LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT snowflake_registry.incarnation() || '/' || pg_catalog.pg_current_xact_id()::text $$;
+
+-- Whether a row whose xmin is `row_xmin` is as the write that left `proof` left it, in this
+-- incarnation: the registry's word about it cannot have been lost since.
+CREATE OR REPLACE FUNCTION snowflake_registry.untouched(row_xmin xid, proof text)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT proof IS NOT NULL
+     AND pg_catalog.starts_with(proof, snowflake_registry.incarnation() || '/')
+     AND (pg_catalog.split_part(proof, '/', 4)::numeric % 4294967296)::text = row_xmin::text
+$$;
+
+-- The registry's install: one row, written once, never changed. While it is untouched(), the
+-- registry runs in the incarnation it was installed in and was never loaded back from a dump:
+-- a worker id it never held was never held by anyone (its row may not exist yet). Registries
+-- installed before this table have none: their never-held worker ids wait out the lock-delay.
+CREATE TABLE IF NOT EXISTS snowflake_registry.install (
+  one   boolean PRIMARY KEY DEFAULT true CHECK (one),
+  proof text NOT NULL
+);
+INSERT INTO snowflake_registry.install (proof)
+SELECT snowflake_registry.proof()
+ WHERE NOT EXISTS (SELECT FROM snowflake_registry.leases WHERE system_identifier IS NOT NULL)
 ON CONFLICT (one) DO NOTHING;
 -- A registry upgraded within the caution after a change of its server: the change was then.
 UPDATE snowflake_registry.config
@@ -269,9 +297,20 @@ BEGIN
                 AND (pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.leases', 'DELETE, TRUNCATE')
                      OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.leases', 'INSERT, UPDATE')
                      OR pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.config', 'DELETE, TRUNCATE')
-                     OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.config', 'INSERT, UPDATE'))) THEN
+                     OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.config', 'INSERT, UPDATE')
+                     OR pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.install', 'DELETE, TRUNCATE')
+                     OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.install', 'INSERT, UPDATE'))) THEN
     refusal.outcome := 'unsafe_role';
     refusal.reason := pg_catalog.format('the role %s may write the registry''s tables directly, so anyone with its password could hand a live worker id to another server', session_user);
+    RETURN;
+  END IF;
+  -- Every answer rests on what this registry wrote being durable: a grant or a release lost in
+  -- a crash, its incarnation unchanged, would be the registry's word on a history it lost. The
+  -- fleet's role can turn synchronous_commit off for itself (ALTER ROLE ... SET), and a
+  -- function's own SET clause no longer holds at commit.
+  IF pg_catalog.current_setting('synchronous_commit') = 'off' THEN
+    refusal.outcome := 'unsafe_role';
+    refusal.reason := pg_catalog.format('synchronous_commit is off for the role %s: a registry''s answer must be durable before it is given', session_user);
     RETURN;
   END IF;
   IF c.frozen_at IS NOT NULL THEN
@@ -388,6 +427,8 @@ DECLARE
   -- the caller is the holder: it knows the holder's secret
   proven boolean;
   replay boolean;
+  -- the row is as the write that proved it left it, in this incarnation (untouched())
+  untouched boolean;
   immediate boolean;
   cautious boolean;
   skew bigint;
@@ -412,22 +453,29 @@ BEGIN
   IF p_timeline > 1 THEN
     PERFORM snowflake_registry.supersede(p_system_identifier, p_host, p_port, p_data_directory, p_timeline);
   END IF;
-  INSERT INTO snowflake_registry.leases (worker)
-  SELECT g FROM pg_catalog.generate_series(p_first, p_last) g
+  INSERT INTO snowflake_registry.leases (worker, proof)
+  SELECT g, snowflake_registry.proof() FROM pg_catalog.generate_series(p_first, p_last) g
   ON CONFLICT (worker) DO NOTHING;
   cautious := COALESCE(c.cautious_until > pg_catalog.now(), false);
+  -- (a row is this server's only with its secret: someone posing as it under its identity, with
+  -- a secret of its own, holds a row of someone else's, which this server neither waits on nor
+  -- takes for a copy of itself)
   SELECT l.* INTO r FROM snowflake_registry.leases l
    WHERE l.worker BETWEEN p_first AND p_last
-     AND (snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me
+     AND ((snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me
+           AND l.secret_hash = snowflake_registry.secret_hash(p_secret))
           OR (NOT l.elsewhere
               AND (l.system_identifier IS NULL OR l.released_at IS NOT NULL OR l.expires_at < pg_catalog.now())))
      -- a claim waiting out its lock-delay is not overtaken, unless its claimant gave up: it
      -- waits the lock-delay plus twice max_skew and 4 s (snowflake_core::lease::takeover_wait_ms),
      -- and is kept a lock-delay more (kept shorter, two claimers overtook each other for ever)
-     AND (l.pending_key IS NULL OR pg_catalog.starts_with(l.pending_key, me || '|')
+     AND (l.pending_key IS NULL
+          OR (pg_catalog.starts_with(l.pending_key, me || '|')
+              AND pg_catalog.right(l.pending_key, 64) = pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'))
           OR l.pending_since + (l.pending_wait_ms + 2 * c.max_skew_ms + 4000 + c.lock_delay_ms)
                                * interval '1 millisecond' < pg_catalog.now())
-   ORDER BY snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me DESC,
+   ORDER BY (snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me
+             AND l.secret_hash = snowflake_registry.secret_hash(p_secret)) DESC,
             -- of this server's, the lease this start holds (its fence, or its request in flight),
             -- not another it held before in this range and lost
             (l.boot = p_boot AND l.last_request = p_request) IS TRUE DESC,
@@ -460,12 +508,14 @@ BEGIN
   -- it lost (the keeper asks again with the same request, restarted or not, and the fence it
   -- had: one behind after a renewal or a claim, any after a confirmation)
   replay := proven AND r.boot = p_boot AND r.last_request = p_request;
+  SELECT snowflake_registry.untouched(l.xmin, l.proof) INTO untouched
+    FROM snowflake_registry.leases l WHERE l.worker = r.worker;
   immediate :=
     -- this very start of the server, renewing what it holds, as renew does: only a lease that
     -- still runs here (a request delayed past its end, met by a copy restored without a trace,
     -- would otherwise extend a lease another server may have waited out and taken since)
     (proven AND r.boot = p_boot AND (r.fence = p_fence OR replay) AND r.released_at IS NULL AND r.displaced_at IS NULL
-     AND (r.expires_at >= pg_catalog.now() OR replay))
+     AND r.expires_at >= pg_catalog.clock_timestamp())
     -- An earlier start of this server on the same machine run, continuing the lease that its
     -- own durable record (snowflake_ext/lease) says is still running by its boot clock: the
     -- holder's word, with the fence this registry gave it (the lease keeper brings a fence only
@@ -473,7 +523,7 @@ BEGIN
     -- earlier start lives, and nobody else can have been granted it within its lease.
     OR (proven AND r.boot IS DISTINCT FROM p_boot AND r.host_run = p_host_run AND r.fence = p_fence
         AND r.released_at IS NULL AND r.displaced_at IS NULL AND NOT r.elsewhere
-        AND r.expires_at >= pg_catalog.now())
+        AND r.expires_at >= pg_catalog.clock_timestamp())
     -- The registry's own word that nobody holds it, only where it cannot have been lost: a
     -- worker id never held, while the registry still runs in the incarnation it was installed
     -- in; one its holder gave back, in the incarnation that recorded it. (A copy restored on the
@@ -481,8 +531,9 @@ BEGIN
     -- showed a worker id as given back or as its claimer's own expired lease, while the server
     -- it had been granted to since minted on: 900 ids twice.)
     OR (NOT cautious AND r.displaced_at IS NULL AND NOT r.elsewhere AND (
-          (r.system_identifier IS NULL AND c.installed_in = snowflake_registry.incarnation())
-          OR (r.released_by = 'holder' AND r.released_in = snowflake_registry.incarnation())));
+          (r.system_identifier IS NULL AND untouched
+           AND (SELECT snowflake_registry.untouched(i.xmin, i.proof) FROM snowflake_registry.install i))
+          OR (r.released_by = 'holder' AND untouched)));
   IF proven AND r.boot = p_boot AND p_fence IS NOT NULL AND r.fence > p_fence AND NOT COALESCE(replay, false)
      AND r.released_at IS NULL AND NOT r.elsewhere THEN
     -- Another process with this very start's memory renewed it: a copy of this server's
@@ -504,7 +555,7 @@ BEGIN
            since = CASE WHEN mine AND l.released_at IS NULL THEN l.since ELSE pg_catalog.now() END,
            renewed_at = pg_catalog.now(),
            expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
-           released_at = NULL, released_by = NULL, released_in = NULL, elsewhere = false, recovered_at = NULL,
+           released_at = NULL, released_by = NULL, elsewhere = false, recovered_at = NULL,
            pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
      WHERE l.worker = r.worker
     RETURNING * INTO r;
@@ -567,6 +618,7 @@ BEGIN
          pending_token = (pg_catalog.random() * 9e15)::bigint,
          pending_since = pg_catalog.now(),
          pending_wait_ms = GREATEST(COALESCE(l.ttl_ms, 0), c.lock_delay_ms),
+         proof = snowflake_registry.proof(),
          last_request = CASE WHEN p_own_grant THEN NULL ELSE l.last_request END
    WHERE l.worker = p_worker
   RETURNING * INTO r;
@@ -653,6 +705,7 @@ BEGIN
     -- or cleared by a recovery, while the start it names is long gone (a restart after a
     -- reboot). That is lost, and this start claims again.
     IF snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = me
+       AND r.secret_hash = snowflake_registry.secret_hash(p_secret)
        AND r.boot IS DISTINCT FROM p_boot AND r.released_at IS NULL
        AND r.expires_at >= pg_catalog.now() THEN
       a := snowflake_registry.answer(c, 'duplicate', pg_catalog.format('another start of this server (%s) holds worker id %s and renewed it while this one waited: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory), p_worker));
@@ -663,6 +716,14 @@ BEGIN
     END IF;
     a.worker := p_worker;
     RETURN a;
+  END IF;
+  IF NOT (SELECT snowflake_registry.untouched(l.xmin, l.proof) FROM snowflake_registry.leases l
+           WHERE l.worker = p_worker) THEN
+    -- The claim was written in another incarnation of the registry, or the row was loaded back
+    -- from a dump since: the wait proves nothing here (in the history that was lost, another
+    -- claim may have been confirmed, and its server may mint). Waited out again, from now.
+    RETURN snowflake_registry.claim_again(c, p_worker, pending, r.pending_holder,
+             'the registry was restored, failed over or restarted while this server waited', false);
   END IF;
   IF r.pending_since < c.server_changed_at + c.max_skew_ms * interval '1 millisecond' THEN
     -- The registry's server changed during the wait (a restore or a failover): in the history
@@ -688,7 +749,7 @@ BEGIN
          ttl_ms = p_ttl_ms, skew_ms = skew,
          since = pg_catalog.now(), renewed_at = pg_catalog.now(),
          expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
-         released_at = NULL, released_by = NULL, released_in = NULL, elsewhere = false, recovered_at = NULL,
+         released_at = NULL, released_by = NULL, elsewhere = false, recovered_at = NULL,
          contested_at = NULL, contested_by = NULL, displaced_at = NULL, displaced_by = NULL,
          pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
    WHERE l.worker = p_worker
@@ -788,8 +849,9 @@ BEGIN
     RETURN a;
   END IF;
   IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
-     AND r.expires_at < pg_catalog.now() AND NOT replay THEN
-    -- A lease renewed only while it runs here. A renewal delayed past the lease's end (sent
+     AND r.expires_at < pg_catalog.clock_timestamp() THEN
+    -- A lease renewed only while it runs here (read now, not when the call began: it may have
+    -- waited for the row's lock). A renewal delayed past the lease's end (sent
     -- while it ran, by the holder's clock), met by a registry restored without a trace, would
     -- otherwise extend a lease that another server may have waited out and taken since, in a
     -- history the registry lost (the lease model's two-restore case). The holder claims again.
@@ -804,7 +866,8 @@ BEGIN
       a.reason := pg_catalog.format('another start of this server (%s) held worker id %s and found this one in its place: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', r.displaced_by, p_worker);
       RETURN a;
     END IF;
-    IF pg_catalog.starts_with(r.pending_key, me || '|') THEN
+    IF pg_catalog.starts_with(r.pending_key, me || '|')
+       AND pg_catalog.right(r.pending_key, 64) = pg_catalog.encode(r.secret_hash, 'hex') THEN
       copy := r.pending_holder || ', start ' || pg_catalog.split_part(pg_catalog.substr(r.pending_key, pg_catalog.length(me) + 2), '|', 1);
     END IF;
     -- Renewed over a recovery, the fence continues the holder's own (the registry lost the
@@ -899,7 +962,7 @@ BEGIN
   IF a.outcome IS NOT NULL THEN RETURN a; END IF;
   UPDATE snowflake_registry.leases l
      SET released_at = pg_catalog.now(), released_by = 'holder', last_mark = p_end,
-         released_in = snowflake_registry.incarnation(),
+         proof = snowflake_registry.proof(),
          pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
    WHERE l.worker = p_worker AND l.fence = p_fence AND l.boot = p_boot AND l.released_at IS NULL
      AND l.secret_hash = snowflake_registry.secret_hash(p_secret)
