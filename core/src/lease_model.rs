@@ -1,7 +1,8 @@
 //! The lease protocol as one pure state machine: the registry's decisions ([`Registry`]) and the
 //! holder's rules ([`Keeper`]), with no SQL, no I/O and no clock of its own (every time is a
 //! value the caller passes in). `core/tests/lease_model.rs` checks it exhaustively against
-//! every fault it can name; the registry's SQL and the lease keeper are meant to transcribe it.
+//! every fault it can name; the registry's SQL (`sql/registry/registry.sql`: `claim`,
+//! `confirm`, `renew`, `release`) and the lease keeper transcribe it.
 //!
 //! # The invariant
 //!
@@ -14,41 +15,65 @@
 //! # The words, once
 //!
 //! * **fence**: the value that names one grant or renewal of a lease; the registry's row holds
-//!   the current one. The holder picks the next one (a random number in the real thing), so
-//!   that a renewal whose reply was lost can be asked again and recognized.
+//!   the current one. In the model the holder picks the next one (the real registry draws it and
+//!   knows the request by its request id: the same thing), so that a request whose reply was
+//!   lost can be asked again and recognized (a *replay*).
 //! * **token**: the value a claimer picks for its claim; the fence of the lease it is granted.
 //! * **cap**: see above. Recorded in the registry with every grant and renewal, before the
-//!   holder may use it; a new holder is told its predecessor's.
+//!   holder may use it; a new holder is told its predecessor's (`last_mark` in the SQL).
 //! * **lease end**: `send time + ttl - margin` on the holder's own clock, for the last request
 //!   that granted or renewed its lease. The registry counts `ttl` from when it handled that
-//!   request, later, so the holder always stops first.
+//!   request, later, so the holder always stops first. A row's lease *runs* at the registry
+//!   while the registry's time is at most its `expires_at`.
 //! * **lock-delay**: how long the registry keeps a worker id from a new holder after its last
 //!   holder's lease ran out in the registry: at least the longest lease a holder counts.
 //! * **wait** (`W`): what a claimer waits on its own clock before it confirms: the lock-delay,
 //!   twice the clock skew, and the reach ([`Config::wait`]).
-//! * **incarnation**: which life of the registry's data answers. Every restore starts a new
-//!   one (system identifier, postmaster start time and table OID in the real thing); within
-//!   one, the registry's history is linear.
+//! * **boot**: one start of a server's postmaster; **machine run**: one boot of its host (the
+//!   model's servers never reboot: every restart is on the same machine run).
+//! * **incarnation**: which life of the registry's data answers. Every restore, failover and
+//!   restart of the registry's server starts a new one (system identifier, postmaster start
+//!   time and table OID in the real thing); within one, the registry's history is linear.
 //!
 //! # The rules, and what each stops
 //!
-//! See the methods of [`Registry`] and [`Keeper`]. In short: a worker id changes hands only
-//! after a claimer recorded its claim, waited `W` on its own clock, and confirmed within the
-//! same incarnation with nothing written to the row meanwhile; at once only to the claimer
-//! itself, on the strength of its own durable record, never on the registry's word (a registry
-//! can be restored without a trace). No epochs, no freeze: the fleet's role can only hurt
-//! liveness.
+//! A worker id changes hands through the lock-delay: a claimer records its claim, waits `W` on
+//! its own clock, and confirms within the same incarnation with nothing written to the row
+//! meanwhile. A claim is granted at once only in four cases ([`Registry::claim`]):
 //!
-//! [`Rules::OLD`] also models the relevant parts of the rules before this model (the epoch
-//! anyone can raise, the freeze, continuation and handover at once on the registry's word), so
-//! that the checker can show the case they let through (issue 41, "900 duplicates").
+//! * **A**: the same start of the holder (its boot, its secret) going on with the fence it
+//!   holds in memory, sent only while its lease is live by its own clock, or asking the same
+//!   request again; the row not given back, and its lease still running at the registry
+//!   (unless a replay, as the SQL has it: see [`Rules::replay_skips_expiry`]).
+//! * **B**: an earlier start of the holder on the same machine run, bringing the fence from its
+//!   own durable record, sent only while that record says the lease is live by its boot clock;
+//!   the row not given back, its lease still running at the registry.
+//! * **C**: a worker id never held, only while the registry runs in the incarnation it was
+//!   installed in.
+//! * **D**: a worker id its holder gave back (with its final cap), only if the release was
+//!   recorded in the registry's current incarnation.
+//!
+//! A renewal counts only from the holder (secret, same start), under the row's fence (or as a
+//! replay), the row not given back and its lease still running at the registry. The epoch that
+//! anyone can raise, and the freeze when a caller reports a higher one (until an
+//! administrator's `recover()`), are kept in the SQL but buy no safety: the model's
+//! [`Rules::freeze`] has the fleet's role freeze the registry at will, and the administrator
+//! recover it, and a frozen registry only refuses.
+//!
+//! [`Rules::OLD`] models the relevant parts of the rules before this model (the epoch anyone
+//! can raise as the only guard against a restore, continuation and handover at once on the
+//! registry's word), so that the checker can show the case they let through (issue 41, "900
+//! duplicates").
 //!
 //! # Not covered
 //!
 //! A copy of a server's or the registry's *memory* resumed (a VM snapshot resumed, not booted):
 //! the model's servers crash and restart from their durable record only, and a registry is only
 //! ever restored from a copy of its data. Every restart of a server is on the same machine run
-//! (its boot clock goes on). Clock rates do not drift; offsets are fixed within `max_skew`.
+//! (its boot clock goes on). Clock rates do not drift; offsets are fixed within `max_skew`. Of
+//! the SQL's further refusals (`cautious` after a change of the registry's server, `displaced`,
+//! `duplicate`, `superseded`, `moved`, `skew`, `ttl`), none is modeled: each only refuses more,
+//! so leaving it out only lets the checker explore more.
 
 /// Time, in the model's units (the real thing: milliseconds).
 pub type Time = u16;
@@ -58,6 +83,21 @@ pub type Fence = u16;
 pub type Cap = u16;
 pub type ServerId = u8;
 pub type WorkerId = u8;
+/// Which life of the registry's data answers (see the module's words).
+pub type Incarnation = u16;
+
+/// No incarnation: a release recorded so counts for no at-once handover.
+pub const NO_INCARNATION: Incarnation = Incarnation::MAX;
+
+/// When the registry's own word that nobody holds a worker id (never held; given back) hands it
+/// over at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AtOnce {
+    /// Only if that word was written in the incarnation that reads it (C, D).
+    InItsIncarnation,
+    /// On the word alone, whatever restore came since (the old rules; unsafe).
+    Always,
+}
 
 /// The rules a registry follows: [`Rules::NEW`], [`Rules::OLD`], or the new ones with one check
 /// taken out, to show that it is needed.
@@ -65,39 +105,84 @@ pub type WorkerId = u8;
 pub struct Rules {
     /// Every restore starts a new incarnation, and a pending claim of another incarnation is
     /// void. Stops: a claim recorded before a restore (or in a history a restore threw away)
-    /// being confirmed in a history where the holder renewed meanwhile. (Old rules: a restore
-    /// on the same timeline keeps the registry's identity.)
+    /// being confirmed in a history where the holder renewed meanwhile; and C and D on the word
+    /// of a copy. (Old rules: a restore on the same timeline keeps the registry's identity.)
     pub restore_changes_incarnation: bool,
-    /// A renewal counts only before the row's `expires_at` on the registry's clock. Stops: a
-    /// delayed renewal, applied to a registry restored to a copy where its lease was still the
-    /// holder's, bringing a holder back to life after its worker id changed hands in the
-    /// history the restore threw away.
+    /// A renewal, and a continuation (A, B), count only while the row's lease runs at the
+    /// registry. Stops: a delayed renewal, applied to a registry restored to a copy where its
+    /// lease was still the holder's, bringing a holder back to life after its worker id changed
+    /// hands in the history the restore threw away.
     pub renew_checks_expiry: bool,
+    /// A replay (the same request asked again, its answer lost) is granted or renewed even
+    /// after the row's lease ran out at the registry, as `registry.sql` has it
+    /// (`expires_at >= now() OR replay` in `claim`, `AND NOT replay` in `renew`).
+    pub replay_skips_expiry: bool,
+    /// C: a worker id never held.
+    pub never_held: AtOnce,
+    /// D: a worker id given back by its holder.
+    pub released: AtOnce,
+    /// The epoch that anyone can raise and the freeze it triggers, as kept in the new SQL: the
+    /// fleet's role may freeze the registry at any moment (it can report any epoch), an
+    /// administrator may recover it; a frozen registry refuses every call (the keeper asks
+    /// again, as after a lost reply).
+    pub freeze: bool,
+    /// The keeper's: a holder removes its durable record (durably) *before* it sends its
+    /// release, not once the release is answered. Stops: a release applied, its answer lost,
+    /// the holder restarted; the worker id handed over at once (D) and the registry restored to
+    /// a copy from before the release; the restarted holder going on at once (B) from its
+    /// record, beside the new holder.
+    pub record_removed_before_release: bool,
+    /// A release names the incarnation that answered the holder last (its answers carry it),
+    /// and counts for D only if that is the registry's current one; else the worker id is
+    /// given back, to be claimed through the lock-delay. Stops: a release applied, its answer
+    /// lost, the worker id handed over at once (D), the registry restored to a copy from
+    /// before the release, and the release asked again there: recorded in the new
+    /// incarnation, it would hand the worker id over at once a second time.
+    pub release_names_incarnation: bool,
     /// Old: every call bumps the registry's epoch and answers it; a caller that has seen a
     /// higher one freezes the registry. Anyone with the fleet's password can raise it.
     pub epochs: bool,
     /// Old: a claim by another start of the holder (its secret, another boot, on the same
     /// machine run) is granted at once on the row's word, whatever the claimer's own record.
     pub continuation_on_registry_word: bool,
-    /// Old: a worker id never held, or given back, is granted at once to any claimer.
-    pub handover_at_once: bool,
 }
 
 impl Rules {
-    pub const NEW: Rules = Rules {
+    /// What `sql/registry/registry.sql` ships: A, B, C and D above, renewals and continuations
+    /// only while the lease runs at the registry, but a replay even after (see
+    /// [`Rules::replay_skips_expiry`]).
+    pub const SHIPPED: Rules = Rules {
         restore_changes_incarnation: true,
         renew_checks_expiry: true,
+        replay_skips_expiry: true,
+        never_held: AtOnce::InItsIncarnation,
+        released: AtOnce::InItsIncarnation,
+        freeze: true,
+        record_removed_before_release: false,
+        release_names_incarnation: false,
         epochs: false,
         continuation_on_registry_word: false,
-        handover_at_once: false,
+    };
+    /// The shipped rules, a replay held to the lease running at the registry like any other
+    /// continuation or renewal.
+    pub const NEW: Rules = Rules {
+        replay_skips_expiry: false,
+        record_removed_before_release: true,
+        release_names_incarnation: true,
+        ..Rules::SHIPPED
     };
     /// The rules of `sql/registry/registry.sql` before this model, in the parts that matter here.
     pub const OLD: Rules = Rules {
         restore_changes_incarnation: false,
         renew_checks_expiry: false,
+        replay_skips_expiry: true,
+        never_held: AtOnce::Always,
+        released: AtOnce::Always,
+        freeze: false,
+        record_removed_before_release: true,
+        release_names_incarnation: false,
         epochs: true,
         continuation_on_registry_word: true,
-        handover_at_once: true,
     };
 }
 
@@ -124,9 +209,10 @@ impl Config {
         sent + self.ttl - self.margin
     }
 
-    /// The cap of that lease: every id the holder can issue before its lease ends.
+    /// The cap of that lease: the highest id the holder can issue before its lease ends (live
+    /// while its clock is below the lease end; its ids at most the reach ahead of its clock).
     pub fn cap(&self, sent: Time) -> Cap {
-        self.lease_end(sent) + self.reach
+        self.lease_end(sent) - 1 + self.reach
     }
 
     /// How long the registry keeps a worker id whose lease ran out from a new holder: longer
@@ -150,7 +236,7 @@ pub struct Caller {
     pub server: ServerId,
     /// The server's own secret (kept in its data directory). The fleet's role does not know it.
     pub secret: u16,
-    /// Which start of the server's postmaster (only the old rules look at it).
+    /// Which start of the server's postmaster.
     pub boot: u16,
     /// The highest registry epoch this server has seen (old rules only; 0 in the new ones).
     pub seen_epoch: u16,
@@ -170,6 +256,14 @@ impl Principal {
     fn is(&self, caller: &Caller) -> bool {
         self.server == caller.server && self.secret == caller.secret
     }
+
+    fn of(caller: &Caller) -> Principal {
+        Principal {
+            server: caller.server,
+            secret: caller.secret,
+            boot: caller.boot,
+        }
+    }
 }
 
 /// A claim waiting out the lock-delay.
@@ -180,33 +274,41 @@ pub struct Pending {
     /// The registry's time when it recorded the claim.
     pub since: Time,
     /// The incarnation that recorded it: void in any other.
-    pub incarnation: u16,
+    pub incarnation: Incarnation,
 }
 
 /// One worker id's row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Row {
+    /// `None`: never held.
     pub holder: Option<Principal>,
     pub fence: Fence,
     pub expires_at: Time,
-    /// The highest cap any holder recorded.
+    /// The highest cap any holder recorded (a release sets its final one).
     pub cap: Cap,
     /// The cap the row had when the current holder was granted it (a repeated confirmation is
     /// answered it again).
     pub granted_above: Cap,
-    /// Given back by its holder.
-    pub released: bool,
+    /// Given back by its holder: in which incarnation (`released_in` in the SQL).
+    pub released: Option<Incarnation>,
     pub pending: Option<Pending>,
 }
 
 impl Row {
-    /// Held, and not run out on the registry's clock.
+    /// Held, not given back, and its lease still running on the registry's clock.
     pub fn is_live(&self, now: Time) -> bool {
-        self.holder.is_some() && !self.released && now < self.expires_at
+        self.holder.is_some() && self.released.is_none() && now <= self.expires_at
     }
 
     fn is_held_by(&self, caller: &Caller) -> bool {
         self.holder.is_some_and(|h| h.is(caller))
+    }
+
+    /// Held by this very start of the caller (its secret and its boot), not given back.
+    fn is_held_by_start(&self, caller: &Caller) -> bool {
+        self.is_held_by(caller)
+            && self.released.is_none()
+            && self.holder.is_some_and(|h| h.boot == caller.boot)
     }
 
     /// Every grant: the caller holds the row under `fence`, its lease counted from now; any
@@ -221,16 +323,12 @@ impl Row {
     ) -> Answer {
         let predecessor_cap = self.cap;
         *self = Row {
-            holder: Some(Principal {
-                server: caller.server,
-                secret: caller.secret,
-                boot: caller.boot,
-            }),
+            holder: Some(Principal::of(caller)),
             fence,
             expires_at: now + cfg.ttl,
             cap: self.cap.max(cap),
             granted_above: predecessor_cap,
-            released: false,
+            released: None,
             pending: None,
         };
         Answer::Granted {
@@ -242,7 +340,7 @@ impl Row {
     /// A renewal: the holder's lease again from now, its cap recorded.
     fn renew(&mut self, cfg: &Config, now: Time, fence: Fence, cap: Cap) {
         self.fence = fence;
-        self.expires_at = now + cfg.ttl;
+        self.expires_at = self.expires_at.max(now + cfg.ttl);
         self.cap = self.cap.max(cap);
         self.pending = None;
     }
@@ -251,8 +349,8 @@ impl Row {
 /// What the registry answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Answer {
-    /// `claim` (a continuation) or `confirm`: the worker id is the caller's under `fence`; its
-    /// first id must be above `predecessor_cap`.
+    /// `claim` (at once) or `confirm`: the worker id is the caller's under `fence`; its first
+    /// id must be above `predecessor_cap`.
     Granted { fence: Fence, predecessor_cap: Cap },
     /// `claim` (or an early `confirm`): wait `wait` on your own clock, then confirm `token`.
     Wait { token: Fence, wait: Time },
@@ -264,15 +362,16 @@ pub enum Answer {
     Held,
     /// The lease (or the claim) is not the caller's: claim anew.
     Lost,
-    /// Old rules: the registry refuses everything (it saw a caller with a higher epoch).
+    /// The registry refuses everything (frozen: it saw a caller with a higher epoch).
     Frozen,
 }
 
 /// A request a server sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Request {
-    /// Claim `worker` under `token`. `continuation`: the fence of the claimer's own lease of it,
-    /// from its durable record, sent only while that lease is live by its own clock.
+    /// Claim `worker` under `token`. `continuation`: the fence of the claimer's own lease of it
+    /// (this start's in memory, or an earlier start's from its durable record), sent only while
+    /// that lease is live by its own clock.
     Claim {
         worker: WorkerId,
         token: Fence,
@@ -292,10 +391,12 @@ pub enum Request {
         cap: Cap,
     },
     /// Give the worker id back: the holder stopped, and issued nothing above `cap`.
+    /// `incarnation`: the one that answered it last.
     Release {
         worker: WorkerId,
         fence: Fence,
         cap: Cap,
+        incarnation: Incarnation,
     },
 }
 
@@ -314,10 +415,12 @@ impl Request {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Registry {
     pub rows: Vec<Row>,
-    pub incarnation: u16,
+    pub incarnation: Incarnation,
+    /// The incarnation it was installed in (`installed_in`): only while it still runs in it is
+    /// a worker id never held proof that nobody holds it.
+    pub installed_in: Incarnation,
     /// Old rules only.
     pub epoch: u16,
-    /// Old rules only.
     pub frozen: bool,
 }
 
@@ -326,6 +429,7 @@ impl Registry {
         Registry {
             rows: vec![Row::default(); workers],
             incarnation: 0,
+            installed_in: 0,
             epoch: 0,
             frozen: false,
         }
@@ -352,20 +456,25 @@ impl Registry {
                 new,
                 cap,
             } => self.renew(cfg, now, caller, worker, prev, new, cap),
-            Request::Release { worker, fence, cap } => self.release(caller, worker, fence, cap),
+            Request::Release {
+                worker,
+                fence,
+                cap,
+                incarnation,
+            } => self.release(cfg, caller, worker, fence, cap, incarnation),
         }
     }
 
-    /// Old rules: every call is refused by a frozen registry, freezes one behind the caller's
-    /// epoch, and bumps the epoch. (The reason it fails: the fleet's role raises the epoch
-    /// at will, so a registry restored on the same timeline is pushed past every epoch a
+    /// Every call is refused by a frozen registry. Old rules: a call freezes one behind the
+    /// caller's epoch, and bumps the epoch. (The reason it fails: the fleet's role raises the
+    /// epoch at will, so a registry restored on the same timeline is pushed past every epoch a
     /// server saw, and never freezes.)
     fn open(&mut self, cfg: &Config, caller: &Caller) -> Result<(), Answer> {
-        if !cfg.rules.epochs {
-            return Ok(());
-        }
         if self.frozen {
             return Err(Answer::Frozen);
+        }
+        if !cfg.rules.epochs {
+            return Ok(());
         }
         if caller.seen_epoch > self.epoch {
             self.frozen = true;
@@ -375,7 +484,16 @@ impl Registry {
         Ok(())
     }
 
-    /// A claim of `worker`.
+    /// Whether the registry's word `written_in` still counts under `rule`.
+    fn word_counts(&self, rule: AtOnce, written_in: Incarnation) -> bool {
+        match rule {
+            AtOnce::InItsIncarnation => written_in == self.incarnation,
+            AtOnce::Always => true,
+        }
+    }
+
+    /// A claim of `worker`: granted at once in cases A to D (see the module), else recorded as
+    /// a pending claim, to be confirmed after `W`.
     #[allow(clippy::too_many_arguments)]
     pub fn claim(
         &mut self,
@@ -387,50 +505,63 @@ impl Registry {
         continuation: Option<Fence>,
         cap: Cap,
     ) -> Answer {
+        let rules = cfg.rules;
+        let row = self.rows[worker as usize];
+        let proven = row.is_held_by(caller) && row.released.is_none();
+        let same_start = row.is_held_by_start(caller);
+        // The last grant or renewal of this lease was this very request of this start, whose
+        // answer was lost.
+        let replay = same_start && row.fence == token;
+        let runs = !rules.renew_checks_expiry || now <= row.expires_at;
+        let continues = continuation == Some(row.fence);
+        // A: this start going on with the fence it holds (it sends one only while its lease is
+        // live by its own clock), while the lease still runs here (a request delayed past the
+        // lease's end, met by a copy restored without a trace, would otherwise extend a lease
+        // another server may have waited out and taken since).
+        let a =
+            same_start && (continues || replay) && (runs || (replay && rules.replay_skips_expiry));
+        // B: an earlier start on the same machine run, with the fence its own durable record
+        // says still runs by its boot clock. PostgreSQL refuses to start while any process of
+        // the earlier start lives, and nobody else can have been granted it within its lease.
+        // The registry's word alone (the row names the caller) is not enough: a copy restored
+        // without a trace names holders whose worker id changed hands since.
+        let b = proven && !same_start && continues && runs;
+        // Old: another start of the holder, on the row's word.
+        let old = rules.continuation_on_registry_word && proven && !same_start;
+        // C, D: the registry's word that nobody holds it, only where it cannot have been lost.
+        let c = row.holder.is_none() && self.word_counts(rules.never_held, self.installed_in);
+        let d = row
+            .released
+            .is_some_and(|inc| self.word_counts(rules.released, inc));
         let incarnation = self.incarnation;
         let row = &mut self.rows[worker as usize];
-        let proven = row.is_held_by(caller) && !row.released;
-        // At once to the claimer itself, only when its own durable record says its lease runs
-        // (it sends the fence only then) and the row agrees: it is the same holder going on
-        // after a restart, so nobody else can have taken the worker id in between, whatever
-        // history the registry lost. The registry's word alone (the row names the caller) is
-        // not enough: a registry restored from a copy names holders whose worker id changed
-        // hands since.
-        let mut at_once = proven && continuation == Some(row.fence);
-        if cfg.rules.continuation_on_registry_word {
-            // Old: another start of the holder on the same machine run, on the row's word.
-            at_once |= proven && row.holder.is_some_and(|h| h.boot != caller.boot);
-        }
-        if cfg.rules.handover_at_once {
-            // Old: never held, or given back by its holder.
-            at_once |= row.holder.is_none() || row.released;
-        }
-        if at_once {
+        if a || b || old || c || d {
+            if replay {
+                // Answered as the first time: the fence unchanged, the lease from now.
+                row.renew(cfg, now, token, cap);
+                return Answer::Granted {
+                    fence: token,
+                    predecessor_cap: row.granted_above,
+                };
+            }
             return row.grant(cfg, now, caller, token, cap);
         }
-        if row.is_live(now) {
+        // The caller's own server (its identity, not its secret) may claim it even while it
+        // runs (its claim is voided by the holder's next renewal); anyone else only once it ran
+        // out here, or was given back.
+        let mine = row.holder.is_some_and(|h| h.server == caller.server);
+        if row.is_live(now) && !mine {
             return Answer::Held;
         }
         if let Some(p) = row.pending {
-            if p.incarnation == incarnation && p.claimer.is(caller) && p.token == token {
-                // The same claim again (its answer was lost): the same wait.
-                return Answer::Wait {
-                    token,
-                    wait: cfg.wait(),
-                };
-            }
             // One claim at a time: another's waits until its claimant gave up (it would have
             // confirmed within the wait and a lock-delay more). Only liveness is at stake.
-            if p.incarnation == incarnation && now < p.since + cfg.wait() + cfg.lock_wait() {
+            if p.claimer.server != caller.server && now <= p.since + cfg.wait() + cfg.lock_wait() {
                 return Answer::Held;
             }
         }
         row.pending = Some(Pending {
-            claimer: Principal {
-                server: caller.server,
-                secret: caller.secret,
-                boot: caller.boot,
-            },
+            claimer: Principal::of(caller),
             token,
             since: now,
             incarnation,
@@ -453,10 +584,11 @@ impl Registry {
     ) -> Answer {
         let incarnation = self.incarnation;
         let row = &mut self.rows[worker as usize];
-        if row.is_held_by(caller) && !row.released && row.fence == token {
-            // This confirmation again, granted and its answer lost: a renewal, under the same
-            // rules (the lease must still run here), answered as the first time.
-            if cfg.rules.renew_checks_expiry && now >= row.expires_at {
+        if row.is_held_by_start(caller) && row.fence == token {
+            // This confirmation again, granted and its answer lost: answered as the first
+            // time, its lease from now, only while the grant's lease still runs here (else the
+            // SQL claims it again for the caller; here: claim anew).
+            if now > row.expires_at {
                 return Answer::Lost;
             }
             row.renew(cfg, now, token, cap);
@@ -472,7 +604,9 @@ impl Registry {
         // Only the claimer (its secret) confirms its own claim, and only in the incarnation
         // that recorded it: a restore may have thrown away the holder's renewals since the
         // claim, which would have voided it.
-        if !(p.claimer.is(caller) && p.token == token && p.incarnation == incarnation) {
+        let same_incarnation =
+            p.incarnation == incarnation || !cfg.rules.restore_changes_incarnation;
+        if !(p.claimer.is(caller) && p.token == token && same_incarnation) {
             return Answer::Lost;
         }
         // The claimer's own clock is what proves the wait; the registry's must agree (it holds
@@ -499,13 +633,14 @@ impl Registry {
         new: Fence,
         cap: Cap,
     ) -> Answer {
+        let rules = cfg.rules;
         let row = &mut self.rows[worker as usize];
-        // Only the holder, by its secret: the fleet's role posing as it is told `lost`.
-        // A given-back lease stays given back.
-        if !row.is_held_by(caller) || row.released {
+        // Only this start of the holder, by its secret: the fleet's role posing as it is told
+        // `lost`. A given-back lease stays given back.
+        if !row.is_held_by_start(caller) {
             return Answer::Lost;
         }
-        if cfg.rules.epochs && prev > row.fence && new != row.fence {
+        if rules.epochs && prev > row.fence && new != row.fence {
             // Old: the holder brings a fence the registry never gave: it went back in time.
             self.frozen = true;
             return Answer::Frozen;
@@ -513,27 +648,48 @@ impl Registry {
         // `prev`: the lease as the holder last knew it. `new`: the same renewal asked again,
         // its answer lost. Any other fence: the row changed hands, or the registry was restored
         // to a copy from before the holder's last renewal.
-        if row.fence != prev && row.fence != new {
+        let replay = row.fence == new;
+        if row.fence != prev && !replay {
             return Answer::Lost;
         }
         // A lease that ran out here stays out: its worker id may have changed hands in a
         // history a restore threw away (see `Rules::renew_checks_expiry`).
-        if cfg.rules.renew_checks_expiry && now >= row.expires_at {
+        if rules.renew_checks_expiry
+            && now > row.expires_at
+            && !(replay && rules.replay_skips_expiry)
+        {
             return Answer::Lost;
         }
         row.renew(cfg, now, new, cap);
         Answer::Renewed { fence: new }
     }
 
-    /// The holder gives its worker id back, having issued nothing above `cap`. The next holder
-    /// still waits `W` (the registry's word that it was given back may be a restored copy's).
-    pub fn release(&mut self, caller: &Caller, worker: WorkerId, fence: Fence, cap: Cap) -> Answer {
+    /// The holder gives its worker id back, having issued nothing above `cap`: recorded, with
+    /// the incarnation that recorded it (D: only that one hands it over at once).
+    pub fn release(
+        &mut self,
+        cfg: &Config,
+        caller: &Caller,
+        worker: WorkerId,
+        fence: Fence,
+        cap: Cap,
+        seen: Incarnation,
+    ) -> Answer {
+        let incarnation = self.incarnation;
         let row = &mut self.rows[worker as usize];
-        if !(row.is_held_by(caller) && row.fence == fence) {
+        if !(row.is_held_by_start(caller) && row.fence == fence) {
             return Answer::Lost;
         }
-        row.released = true;
-        row.cap = row.cap.max(cap);
+        row.released = Some(
+            if cfg.rules.release_names_incarnation && seen != incarnation {
+                // A release first sent to another incarnation (asked again after a restore):
+                // given back, but not for D.
+                NO_INCARNATION
+            } else {
+                incarnation
+            },
+        );
+        row.cap = cap;
         row.pending = None;
         Answer::Released
     }
@@ -541,7 +697,7 @@ impl Registry {
     /// The registry's data replaced by an earlier copy of itself. Under the new rules the copy
     /// serves as a new incarnation (`fresh`); under the old ones, a restore on the same
     /// timeline keeps the registry's identity.
-    pub fn restore(&mut self, cfg: &Config, copy: &Registry, fresh: u16) {
+    pub fn restore(&mut self, cfg: &Config, copy: &Registry, fresh: Incarnation) {
         *self = copy.clone();
         if cfg.rules.restore_changes_incarnation {
             self.incarnation = fresh;
@@ -549,19 +705,17 @@ impl Registry {
     }
 }
 
-/// A server's durable record of its last lease (kept with its marks): what lets it go on at
-/// once after a restart, and start above its own earlier ids.
+/// A server's durable record of its running lease (`snowflake_ext.lease` in its data
+/// directory): written at every grant and renewal, removed when the lease is given back or
+/// lost. What lets a later start go on at once (B).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Record {
     pub worker: WorkerId,
     pub fence: Fence,
     /// Lease end on the server's own (boot) clock.
     pub lease_end: Time,
-    /// The highest cap it had recorded for this worker id.
-    pub cap: Cap,
-    /// It gave the lease back (written before the release is sent: a restart after it must
-    /// not go on at once).
-    pub released: bool,
+    /// The start that wrote it (a start never reads its own: its memory is newer).
+    pub boot: u16,
 }
 
 /// Where a server's lease keeper stands (in memory: a crash forgets it).
@@ -583,29 +737,41 @@ pub enum Phase {
         worker: WorkerId,
         token: Fence,
     },
-    /// Holds the worker id; live until `lease_end` on its own clock. `renewing`: the new fence
-    /// of a renewal sent and not answered (asked again with the same fences).
+    /// Holds the worker id; live until `lease_end` on its own clock. Its ids run from `first`,
+    /// with its clock, up to `cap`.
     Holding {
         worker: WorkerId,
         fence: Fence,
         lease_end: Time,
+        first: Cap,
         cap: Cap,
-        renewing: Option<Fence>,
     },
     /// Stopped, giving the worker id back.
     Releasing {
         worker: WorkerId,
         fence: Fence,
         cap: Cap,
+        incarnation: Incarnation,
     },
 }
 
 /// A server's lease keeper: the holder's rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Keeper {
+    /// Which start of the server this is.
+    pub boot: u16,
     pub phase: Phase,
+    /// The request in flight, not answered yet (its answer lost, or refused by a frozen
+    /// registry): whatever the keeper asks next, it asks under it, so that the registry knows
+    /// a request it already handled (`lease.request` in shared memory: a crash forgets it).
+    pub request: Option<Fence>,
     /// Durable.
     pub record: Option<Record>,
+    /// Durable: the highest id it issued of a worker id (the generator's durable mark; the
+    /// checker moves it on as the holder issues).
+    pub mark: Option<(WorkerId, Cap)>,
+    /// The registry's incarnation in its last answer (in memory).
+    pub incarnation: Incarnation,
     /// Durable, old rules only.
     pub seen_epoch: u16,
 }
@@ -613,18 +779,22 @@ pub struct Keeper {
 impl Keeper {
     pub fn new() -> Keeper {
         Keeper {
+            boot: 0,
             phase: Phase::Idle,
+            request: None,
             record: None,
+            mark: None,
+            incarnation: 0,
             seen_epoch: 0,
         }
     }
 
     /// Whether it may mint at `now` on its own clock: it holds a lease whose end it has not
-    /// reached. Rule 1: a holder is live only until the send time of its last successful
-    /// renewal or grant, plus `ttl - margin`; the registry counts `ttl` from later, so the
-    /// holder always stops before the registry lets the lease go.
+    /// reached. A holder is live only until the send time of its last successful renewal or
+    /// grant, plus `ttl - margin`; the registry counts `ttl` from later, so the holder always
+    /// stops before the registry lets the lease go.
     pub fn is_live(&self, now: Time) -> bool {
-        matches!(self.phase, Phase::Holding { lease_end, .. } if now < lease_end)
+        self.live_worker(now).is_some()
     }
 
     /// The worker id it is live on at `now`.
@@ -637,13 +807,16 @@ impl Keeper {
         }
     }
 
-    /// A crash and restart: memory lost, the durable record kept.
+    /// A crash and restart: memory lost (the request in flight with it), the durable record
+    /// kept; a new start.
     pub fn restart(&mut self) {
         self.phase = Phase::Idle;
+        self.request = None;
+        self.boot += 1;
     }
 
-    /// What it may send at `now` (own clock), given a `fresh` value for a new token or fence.
-    /// Each choice says whether it used `fresh`.
+    /// What it may send at `now` (own clock), given a `fresh` value for a new token or fence
+    /// (unless a request is in flight: then under it). Each choice says whether it used `fresh`.
     pub fn choices(
         &self,
         cfg: &Config,
@@ -652,6 +825,10 @@ impl Keeper {
         fresh: Fence,
     ) -> Vec<(Request, bool)> {
         let cap = cfg.cap(now);
+        let (next, used) = match self.request {
+            Some(r) => (r, false),
+            None => (fresh, true),
+        };
         match self.phase {
             Phase::Claiming { worker, token } => vec![(self.claim(worker, token, now, cap), false)],
             Phase::Waiting {
@@ -663,12 +840,12 @@ impl Keeper {
             Phase::Confirming { worker, token } => {
                 vec![(Request::Confirm { worker, token, cap }, false)]
             }
-            // Renews only while live (after its lease end it must claim anew), and gives the
-            // worker id back at a clean stop.
+            // While live: renews, gives the worker id back at a clean stop, or claims it again
+            // with the fence it holds (A).
             Phase::Holding {
                 worker,
                 fence,
-                renewing,
+                first,
                 cap: old_cap,
                 ..
             } if self.is_live(now) => vec![
@@ -676,72 +853,128 @@ impl Keeper {
                     Request::Renew {
                         worker,
                         prev: fence,
-                        new: renewing.unwrap_or(fresh),
+                        new: next,
                         cap,
                     },
-                    renewing.is_none(),
+                    used,
                 ),
                 (
+                    // Its final cap: the highest id it issued, by now.
                     Request::Release {
                         worker,
                         fence,
-                        cap: old_cap,
+                        cap: old_cap.min((now + cfg.reach).max(first)),
+                        incarnation: self.incarnation,
                     },
                     false,
                 ),
+                (self.claim(worker, next, now, cap), used),
             ],
-            Phase::Releasing { worker, fence, cap } => {
-                vec![(Request::Release { worker, fence, cap }, false)]
+            // Ran out (stuck, or cut off): stopped; renews once more (the registry decides), or
+            // claims any worker id (with no fence: its lease no longer runs).
+            Phase::Holding { worker, fence, .. } => {
+                let mut out = vec![(
+                    Request::Renew {
+                        worker,
+                        prev: fence,
+                        new: next,
+                        cap,
+                    },
+                    used,
+                )];
+                out.extend((0..workers).map(|w| (self.claim(w, next, now, cap), used)));
+                out
             }
-            Phase::Idle | Phase::Holding { .. } => (0..workers)
-                .map(|w| (self.claim(w, fresh, now, cap), true))
+            Phase::Releasing {
+                worker,
+                fence,
+                cap,
+                incarnation,
+            } => vec![(
+                Request::Release {
+                    worker,
+                    fence,
+                    cap,
+                    incarnation,
+                },
+                false,
+            )],
+            Phase::Idle => (0..workers)
+                .map(|w| (self.claim(w, next, now, cap), used))
                 .collect(),
         }
     }
 
-    /// A claim: with its own lease's fence when its durable record says that lease runs on
-    /// its own clock and was not given back (the only ground for going on at once).
+    /// A claim, with the fence of its own lease of `worker` if that lease is live by its own
+    /// clock: this start's (in memory), or an earlier start's (its durable record). The only
+    /// ground for going on at once (A, B).
     fn claim(&self, worker: WorkerId, token: Fence, now: Time, cap: Cap) -> Request {
-        let continuation = self
+        let in_memory = match self.phase {
+            Phase::Holding {
+                worker: w,
+                fence,
+                lease_end,
+                ..
+            } if w == worker && now < lease_end => Some(fence),
+            _ => None,
+        };
+        let recorded = self
             .record
-            .filter(|r| r.worker == worker && !r.released && now < r.lease_end)
+            .filter(|r| r.worker == worker && r.boot != self.boot && now < r.lease_end)
             .map(|r| r.fence);
         Request::Claim {
             worker,
             token,
-            continuation,
+            continuation: in_memory.or(recorded),
             cap,
         }
     }
 
     /// It sends `req`.
-    pub fn sent(&mut self, req: &Request) {
-        self.phase = match *req {
-            Request::Claim { worker, token, .. } => Phase::Claiming { worker, token },
-            Request::Confirm { worker, token, .. } => Phase::Confirming { worker, token },
-            Request::Renew { new, .. } => match self.phase {
-                Phase::Holding {
-                    worker,
-                    fence,
-                    lease_end,
-                    cap,
-                    ..
-                } => Phase::Holding {
-                    worker,
-                    fence,
-                    lease_end,
-                    cap,
-                    renewing: Some(new),
-                },
-                other => other,
-            },
-            Request::Release { worker, fence, cap } => {
-                // It stops minting before it says so, and remembers that it did.
-                if let Some(r) = self.record.as_mut() {
-                    r.released = true;
-                }
-                Phase::Releasing { worker, fence, cap }
+    pub fn sent(&mut self, cfg: &Config, req: &Request) {
+        match *req {
+            Request::Claim { token, .. } | Request::Renew { new: token, .. } => {
+                self.request = Some(token)
             }
+            _ => {}
+        }
+        self.phase = match (*req, self.phase) {
+            // A holder still live keeps minting while it renews or claims it again.
+            (Request::Renew { .. }, p @ Phase::Holding { .. }) => p,
+            // (A) its claim of the worker id it holds, with that lease's fence.
+            (
+                Request::Claim {
+                    worker,
+                    continuation: Some(f),
+                    ..
+                },
+                p @ Phase::Holding {
+                    worker: w, fence, ..
+                },
+            ) if w == worker && f == fence => p,
+            (Request::Claim { worker, token, .. }, _) => Phase::Claiming { worker, token },
+            (Request::Confirm { worker, token, .. }, _) => Phase::Confirming { worker, token },
+            (
+                Request::Release {
+                    worker,
+                    fence,
+                    cap,
+                    incarnation,
+                },
+                _,
+            ) => {
+                // It stops minting before it says so, and (new rules) forgets its lease first.
+                if cfg.rules.record_removed_before_release {
+                    self.record = None;
+                }
+                Phase::Releasing {
+                    worker,
+                    fence,
+                    cap,
+                    incarnation,
+                }
+            }
+            (Request::Renew { .. }, p) => p,
         };
     }
 
@@ -757,6 +990,11 @@ impl Keeper {
         answer: &Answer,
     ) -> Option<Cap> {
         let worker = req.worker();
+        if *answer == Answer::Frozen {
+            // Refused before the lease was read: asked again as itself, as after a lost reply.
+            return None;
+        }
+        self.request = None;
         match (*req, *answer) {
             (
                 Request::Claim { cap, .. } | Request::Confirm { cap, .. },
@@ -765,16 +1003,27 @@ impl Keeper {
                     predecessor_cap,
                 },
             ) => {
-                let own = self
-                    .record
-                    .filter(|r| r.worker == worker)
-                    .map_or(0, |r| r.cap + 1);
+                if let Phase::Holding {
+                    worker: w, first, ..
+                } = self.phase
+                {
+                    if w == worker {
+                        // A: this start going on with its lease; its ids go on as they were.
+                        self.hold(cfg, worker, fence, sent, first, cap);
+                        return None;
+                    }
+                }
+                let own = self.mark.filter(|m| m.0 == worker).map_or(0, |m| m.1 + 1);
                 let first = (predecessor_cap + 1).max(own).max(now);
-                self.hold(cfg, worker, fence, sent, cap);
+                self.hold(cfg, worker, fence, sent, first, cap.max(first));
                 Some(first)
             }
             (Request::Renew { cap, .. }, Answer::Renewed { fence }) => {
-                self.hold(cfg, worker, fence, sent, cap);
+                let first = match self.phase {
+                    Phase::Holding { first, .. } => first,
+                    _ => cap,
+                };
+                self.hold(cfg, worker, fence, sent, first, cap);
                 None
             }
             (Request::Claim { .. } | Request::Confirm { .. }, Answer::Wait { token, wait }) => {
@@ -785,12 +1034,15 @@ impl Keeper {
                 };
                 None
             }
-            (Request::Renew { .. }, Answer::Lost | Answer::Frozen) => {
-                // Not ours any more: stop at once, and never go on from this record.
-                if let Some(r) = self.record.as_mut() {
-                    r.lease_end = r.lease_end.min(now);
-                }
+            (Request::Renew { .. }, Answer::Lost) | (Request::Release { .. }, Answer::Released) => {
+                // Lost, or given back: stop at once, and forget the lease (a later start claims
+                // like any other server).
+                self.record = None;
                 self.phase = Phase::Idle;
+                None
+            }
+            (Request::Claim { .. }, _) if self.is_live(now) => {
+                // Its claim of the worker id it holds refused: it goes on until its lease end.
                 None
             }
             _ => {
@@ -801,26 +1053,31 @@ impl Keeper {
     }
 
     /// Holds `worker` under `fence` from a request sent at `sent` with `cap`; durably first.
-    fn hold(&mut self, cfg: &Config, worker: WorkerId, fence: Fence, sent: Time, cap: Cap) {
+    fn hold(
+        &mut self,
+        cfg: &Config,
+        worker: WorkerId,
+        fence: Fence,
+        sent: Time,
+        first: Cap,
+        cap: Cap,
+    ) {
         let lease_end = cfg.lease_end(sent);
-        let earlier = self
-            .record
-            .filter(|r| r.worker == worker)
-            .map_or(0, |r| r.cap);
+        let earlier = self.mark.filter(|m| m.0 == worker).map_or(0, |m| m.1);
         let cap = cap.max(earlier);
         self.record = Some(Record {
             worker,
             fence,
             lease_end,
-            cap,
-            released: false,
+            boot: self.boot,
         });
+        self.mark = Some((worker, earlier.max(first)));
         self.phase = Phase::Holding {
             worker,
             fence,
             lease_end,
+            first,
             cap,
-            renewing: None,
         };
     }
 }
