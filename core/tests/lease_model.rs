@@ -977,7 +977,7 @@ fn default_bounds(rules: Rules) -> Bounds {
 /// 0.26 million states, 5 s). Release (`--release`): 5 time units, which reach a
 /// handover through the lock-delay (d's lease runs out at the registry at 2, c claims at 3 and
 /// confirms at 5) and a restore after it, with a call of the fleet's role (about 5.6 million
-/// states, 100 s on the 2-core machine). With one network fault (a reply lost, or a request
+/// states, 36 s on the 2-core machine). With one network fault (a reply lost, or a request
 /// delayed) 1 time unit takes 2.6 million states (67 s in release). The `LEASE_MODEL_*`
 /// variables override either.
 #[test]
