@@ -158,7 +158,7 @@ fn while_minting(cluster: &Cluster, work: impl FnOnce()) -> Vec<Minted> {
 /// (`DROP DATABASE`, `ALTER DATABASE … SET TABLESPACE`, `CREATE DATABASE … STRATEGY
 /// wal_log`), with every background worker idle on its latch, then while sessions mint.
 fn databases_and_tablespaces(cluster: &Cluster, ledger: &mut Ledger) {
-    let space = Scratch::dir_for_postgres("operators-day-space");
+    let space = Scratch::dir_for_postgres(&format!("{}-space", tag(cluster)));
     let location = space.to_str().unwrap().to_string();
     let round = |tag: &str| {
         step(
@@ -224,6 +224,17 @@ fn databases_and_tablespaces(cluster: &Cluster, ledger: &mut Ledger) {
         cluster,
         "databases created, moved and dropped while minting",
     );
+}
+
+/// A name for what a day's step makes beside `cluster` (a scratch file, another server): the
+/// two days run at once, in one process, and must not share one.
+fn tag(cluster: &Cluster) -> String {
+    cluster
+        .dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The major of the server under test.
@@ -390,7 +401,7 @@ fn shutdowns(cluster: &Cluster, ledger: &mut Ledger) {
 /// `pg_dumpall` of the whole server restored into a new server, which then mints as its own
 /// worker id (the restored marks are not its own: they hold no id it could repeat).
 fn dumpall_and_restore(cluster: &Cluster, fresh_settings: &[&str], ledger: &Ledger) {
-    let dump = Scratch::path("operators-day-dumpall.sql");
+    let dump = Scratch::path(&format!("{}-dumpall.sql", tag(cluster)));
     let out = std::process::Command::new(cluster.bin("pg_dumpall"))
         .args([
             "-h",
@@ -408,7 +419,7 @@ fn dumpall_and_restore(cluster: &Cluster, fresh_settings: &[&str], ledger: &Ledg
         "pg_dumpall: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let copy = Cluster::new("operators-day-restored", fresh_settings);
+    let copy = Cluster::new(&format!("{}-restored", tag(cluster)), fresh_settings);
     copy.start();
     let out = std::process::Command::new(copy.bin("psql"))
         .args([
@@ -445,7 +456,11 @@ fn dumpall_and_restore(cluster: &Cluster, fresh_settings: &[&str], ledger: &Ledg
 fn basebackup_under_load(cluster: &Cluster, ledger: &mut Ledger) {
     let mut standby = None;
     let minted = while_minting(cluster, || {
-        standby = Some(Cluster::standby_of(cluster, "operators-day-standby", &[]));
+        standby = Some(Cluster::standby_of(
+            cluster,
+            &format!("{}-standby", tag(cluster)),
+            &[],
+        ));
     });
     for m in minted {
         ledger.add_minted(m);
@@ -471,7 +486,10 @@ fn logical_replication(cluster: &Cluster, ledger: &mut Ledger) {
         "a logical slot",
         "SELECT pg_create_logical_replication_slot('day_slot', 'test_decoding')",
     );
-    let subscriber = Cluster::new("operators-day-subscriber", &["shared_preload_libraries="]);
+    let subscriber = Cluster::new(
+        &format!("{}-subscriber", tag(cluster)),
+        &["shared_preload_libraries="],
+    );
     subscriber.start();
     let mut sub = subscriber.connect();
     sub.batch_execute("CREATE TABLE t (id bigint PRIMARY KEY, v int)")
