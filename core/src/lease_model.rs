@@ -148,9 +148,10 @@ pub struct Rules {
 }
 
 impl Rules {
-    /// What `sql/registry/registry.sql` ships: A, B, C and D above, renewals and continuations
-    /// only while the lease runs at the registry, but a replay even after (see
-    /// [`Rules::replay_skips_expiry`]).
+    /// The registry's first transcription of this model (A, B, C and D above, renewals and
+    /// continuations only while the lease runs at the registry, but a replay even after, see
+    /// [`Rules::replay_skips_expiry`]), in which the checker found a worker id handed over at
+    /// once twice.
     pub const SHIPPED: Rules = Rules {
         restore_changes_incarnation: true,
         renew_checks_expiry: true,
@@ -163,8 +164,11 @@ impl Rules {
         epochs: false,
         continuation_on_registry_word: false,
     };
-    /// The shipped rules, a replay held to the lease running at the registry like any other
-    /// continuation or renewal.
+    /// What `sql/registry/registry.sql` and the lease keeper ship: the first transcription, a
+    /// replay held to the lease running at the registry like any other continuation or
+    /// renewal, the keeper's record removed before its release, and a release that counts as the
+    /// registry's word only when the holder's own last grant or renewal is the row's last write
+    /// in this incarnation (`held_proof`).
     pub const NEW: Rules = Rules {
         replay_skips_expiry: false,
         record_removed_before_release: true,

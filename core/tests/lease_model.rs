@@ -995,18 +995,19 @@ fn lease_model_keeps_one_holder_per_worker_id() {
     assert!(out.states > 1000);
 }
 
-/// The rules `registry.sql` ships break the invariant: a holder's release applied, its answer
+/// The registry's first transcription of the model broke the invariant (fixed in what ships,
+/// `Rules::NEW`): a holder's release applied, its answer
 /// lost, the holder restarted, its worker id handed over at once (D), and the registry
 /// restored from a copy from before the release: the holder's durable record, removed only
 /// once the release is answered, still runs, and B hands it the worker id at once again.
 #[test]
-fn lease_model_finds_a_violation_in_the_shipped_rules() {
+fn lease_model_finds_a_violation_in_the_first_transcription() {
     let mut b = default_bounds(Rules::SHIPPED);
     b.t_max = 0;
-    let out = check(&b, "shipped rules, shortest violation", None);
+    let out = check(&b, "first transcription, shortest violation", None);
     assert!(
         out.violation.is_some(),
-        "no violation found in the shipped rules"
+        "no violation found in the first transcription"
     );
 }
 
