@@ -107,7 +107,13 @@ ALTER TABLE snowflake_registry.leases
   -- release, its creation and a pending claim; the row is untouched() while its xmin is that
   -- transaction's. A restored copy (a new incarnation) and a dump loaded into the same tables
   -- (new xmins) prove nothing.
-  ADD COLUMN IF NOT EXISTS proof           text;
+  ADD COLUMN IF NOT EXISTS proof           text,
+  -- The proof of the holder's last grant or renewal: a release is the registry's word that
+  -- nobody holds the worker id (proof) only if that grant or renewal is the row's last write,
+  -- in this incarnation. A release asked again after a restore, of a lease the copy still has
+  -- as held, would otherwise hand the worker id over at once while the server granted it in
+  -- the lost history mints (the lease model found this).
+  ADD COLUMN IF NOT EXISTS held_proof      text;
 
 
 -- The registry itself: one row.
@@ -550,6 +556,7 @@ BEGIN
            timeline = p_timeline, boot = p_boot, host_run = p_host_run,
            -- the same request again (its answer was lost): answered as the first time
            fence = CASE WHEN replay THEN l.fence ELSE l.fence + 1 END,
+           held_proof = snowflake_registry.proof(),
            secret_hash = snowflake_registry.secret_hash(p_secret), last_request = p_request,
            ttl_ms = p_ttl_ms, skew_ms = skew,
            since = CASE WHEN mine AND l.released_at IS NULL THEN l.since ELSE pg_catalog.now() END,
@@ -681,7 +688,7 @@ BEGIN
     -- Answered as the first time, the fence unchanged; the lease runs from now, as the keeper
     -- counts it from this attempt.
     UPDATE snowflake_registry.leases l
-       SET renewed_at = pg_catalog.now(),
+       SET renewed_at = pg_catalog.now(), held_proof = snowflake_registry.proof(),
            expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
            pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
      WHERE l.worker = p_worker
@@ -745,6 +752,7 @@ BEGIN
   UPDATE snowflake_registry.leases l
      SET system_identifier = p_system_identifier, host = p_host, port = p_port, data_directory = p_data_directory,
          timeline = p_timeline, boot = p_boot, host_run = p_host_run, fence = l.fence + 1,
+         held_proof = snowflake_registry.proof(),
          secret_hash = snowflake_registry.secret_hash(p_secret), last_request = p_request,
          ttl_ms = p_ttl_ms, skew_ms = skew,
          since = pg_catalog.now(), renewed_at = pg_catalog.now(),
@@ -874,7 +882,8 @@ BEGIN
     -- later ones), so that this request, asked again after its answer was lost, is known as
     -- itself (replay) and not taken for a copy's.
     UPDATE snowflake_registry.leases l
-       SET fence = CASE WHEN replay THEN l.fence
+       SET held_proof = snowflake_registry.proof(),
+           fence = CASE WHEN replay THEN l.fence
                         WHEN l.recovered_at IS NOT NULL THEN GREATEST(l.fence, p_fence) + 1
                         ELSE l.fence + 1 END,
            last_request = p_request,
@@ -962,7 +971,7 @@ BEGIN
   IF a.outcome IS NOT NULL THEN RETURN a; END IF;
   UPDATE snowflake_registry.leases l
      SET released_at = pg_catalog.now(), released_by = 'holder', last_mark = p_end,
-         proof = snowflake_registry.proof(),
+         proof = CASE WHEN snowflake_registry.untouched(l.xmin, l.held_proof) THEN snowflake_registry.proof() END,
          pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
    WHERE l.worker = p_worker AND l.fence = p_fence AND l.boot = p_boot AND l.released_at IS NULL
      AND l.secret_hash = snowflake_registry.secret_hash(p_secret)

@@ -177,6 +177,10 @@ impl Keeper {
             &format!("the lease was released: {why}"),
         );
         self.shared.control().lease.fence = None;
+        // The record goes first: a release applied but unanswered, then a registry restored to
+        // before it, must not find this server still claiming a running lease of its own (the
+        // lease model's case: it would continue at once beside the server the release let in).
+        record::remove();
         let p = self.shared.params;
         let slot = self.shared.slot(held.worker);
         let end = (slot.last() + 1)
@@ -196,11 +200,6 @@ impl Keeper {
         match released {
             Ok(a) => {
                 self.note(&a);
-                if a.outcome == Outcome::Released {
-                    // Given back: a later start continues at once on the registry's record of
-                    // the release (in the incarnation that recorded it), not on this one.
-                    record::remove();
-                }
                 if a.outcome != Outcome::Released {
                     errors::warn(
                         format!(
