@@ -33,10 +33,10 @@ fn issue_from_sessions(cluster: &Cluster) -> Vec<i64> {
         .collect()
 }
 
-/// After `fault`, which stops or crashes the server and has it running again with its clock an
-/// hour behind, every new id is above every id issued before.
-fn survives(name: &str, fault: impl FnOnce(&Cluster)) -> Cluster {
-    let mut cluster = Cluster::new(name, &[]);
+/// After `fault`, which stops or crashes the server (with `settings`) and has it running again
+/// with its clock an hour behind, every new id is above every id issued before.
+fn survives(name: &str, settings: &[&str], fault: impl FnOnce(&Cluster)) -> Cluster {
+    let mut cluster = Cluster::new(name, settings);
     cluster.use_faketime();
     cluster.start();
     cluster
@@ -92,14 +92,34 @@ fn restart_an_hour_back(cluster: &Cluster, stop: fn(&Cluster)) {
 
 #[test]
 fn a_postmaster_killed_and_restarted_an_hour_back_never_repeats_ids() {
-    survives("kill-postmaster", |cluster| {
+    survives("kill-postmaster", &[], |cluster| {
         restart_an_hour_back(cluster, Cluster::kill_postmaster)
     });
 }
 
+/// Seata's layout puts the worker id first (`worker | time | sequence`): each worker's ids
+/// still only go up, across a crash and a clock an hour back, as in the default layout.
+#[test]
+fn a_seata_server_killed_and_restarted_an_hour_back_never_repeats_ids() {
+    let cluster = survives(
+        "kill-postmaster-seata",
+        &["snowflake.layout=seata"],
+        |cluster| restart_an_hour_back(cluster, Cluster::kill_postmaster),
+    );
+    let r = cluster
+        .connect()
+        .query_one(
+            "SELECT (SELECT layout FROM snowflake_status()), last_id FROM snowflake_stats WHERE worker = 3",
+            &[],
+        )
+        .unwrap();
+    let (layout, last): (String, i64) = (r.get(0), r.get(1));
+    assert_eq!((layout.as_str(), last >> 53), ("seata", 3));
+}
+
 #[test]
 fn a_clean_stop_and_a_restart_an_hour_back_never_repeats_ids() {
-    survives("clean-stop", |cluster| {
+    survives("clean-stop", &[], |cluster| {
         restart_an_hour_back(cluster, Cluster::stop)
     });
 }
@@ -149,7 +169,7 @@ fn a_clean_stop_resumes_one_past_the_last_id_every_time() {
 
 #[test]
 fn a_backend_killed_mid_stream_never_repeats_ids() {
-    survives("kill-backend", |cluster| {
+    survives("kill-backend", &[], |cluster| {
         // A backend busy issuing ids is killed; the postmaster resets shared memory and restarts
         // every process, without stopping. The clock goes back an hour just before.
         let mut busy = cluster.connect();

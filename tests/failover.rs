@@ -192,6 +192,33 @@ fn an_asynchronous_standby_that_caught_up_promoted_with_its_clock_behind_mints_a
     assert_promoted_standby_mints_above(&standby, handed_out, 5);
 }
 
+/// Seata's layout (`worker | time | sequence`): a standby promoted with its clock behind
+/// continues its worker's ids above every id the primary handed out, as in the default layout.
+#[test]
+fn a_seata_standby_that_caught_up_promoted_with_its_clock_behind_mints_above() {
+    let primary = started(
+        "seata-primary",
+        &["snowflake.worker_id=5", "snowflake.layout=seata"],
+    );
+    let mut standby = Cluster::standby_of(&primary, "seata-standby", &[]);
+    standby.use_faketime();
+    standby.start();
+    let layout: String = standby
+        .connect()
+        .scalar("SELECT layout FROM snowflake_status()");
+    assert_eq!(layout, "seata");
+    let handed_out = run_ahead(&primary);
+    assert_eq!(
+        handed_out >> 53,
+        5,
+        "{handed_out} is not worker 5's in Seata's layout"
+    );
+    standby.wait_caught_up(&primary);
+    primary.kill_postmaster();
+    standby.set_clock_offset(-5);
+    assert_promoted_standby_mints_above(&standby, handed_out, 5);
+}
+
 #[test]
 fn a_cascading_standby_refuses_to_mint_and_promoted_directly_with_its_clock_behind_mints_above() {
     let primary = started("cascade-primary", &["snowflake.worker_id=5"]);

@@ -293,12 +293,23 @@ fn a_lease_granted_before_the_marks_are_read_records_no_cap_and_its_ids_start_at
 
 #[test]
 fn an_expired_worker_id_goes_to_a_new_server_only_above_its_old_holders_ids() {
-    let registry = registry("lease-registry-reuse");
-    let old = leasing_server(
-        "lease-old",
-        &registry,
-        &["snowflake.worker_range=7", "snowflake.lease_ttl=5s"],
-    );
+    expired_worker_id_goes_above_its_old_holders_ids("reuse", &[]);
+}
+
+/// Seata's layout (`worker | time | sequence`): a leased worker id changes hands as in the
+/// default layout, its new holder's ids above its old holder's.
+#[test]
+fn an_expired_worker_id_in_seatas_layout_goes_to_a_new_server_only_above_its_old_holders_ids() {
+    expired_worker_id_goes_above_its_old_holders_ids("reuse-seata", &["snowflake.layout=seata"]);
+}
+
+/// A leasing server (with `layout`) runs a second ahead of its clock on worker id 7, then dies;
+/// a new server with its clock behind those ids gets 7 and mints above every one of them.
+fn expired_worker_id_goes_above_its_old_holders_ids(name: &str, layout: &[&str]) {
+    let registry = registry(&format!("lease-registry-{name}"));
+    let mut settings = vec!["snowflake.worker_range=7", "snowflake.lease_ttl=5s"];
+    settings.extend_from_slice(layout);
+    let old = leasing_server(&format!("lease-old-{name}"), &registry, &settings);
     assert_eq!(leased(&old), 7);
     // The old holder runs ahead of its clock (batches of a million ids), then dies.
     let mut c = old.connect();
@@ -315,15 +326,14 @@ fn an_expired_worker_id_goes_to_a_new_server_only_above_its_old_holders_ids() {
     // the old holder. (A claimer whose clock is far off the registry's is refused instead:
     // tests/handover.rs.)
     let reg = registry_setting(&registry, "fleet");
-    let new = Cluster::new(
-        "lease-new",
-        &[
-            "snowflake.worker_id=auto",
-            reg.as_str(),
-            "snowflake.worker_range=7",
-            "snowflake.lease_ttl=5s",
-        ],
-    );
+    let mut settings = vec![
+        "snowflake.worker_id=auto",
+        reg.as_str(),
+        "snowflake.worker_range=7",
+        "snowflake.lease_ttl=5s",
+    ];
+    settings.extend_from_slice(layout);
+    let new = Cluster::new(&format!("lease-new-{name}"), &settings);
     new.start();
     new.connect()
         .batch_execute("CREATE EXTENSION snowflake_ext")
@@ -334,6 +344,15 @@ fn an_expired_worker_id_goes_to_a_new_server_only_above_its_old_holders_ids() {
         ids.iter().all(|&id| id > largest),
         "an id at or below {largest}"
     );
+    let workers: i64 = new
+        .connect()
+        .query_one(
+            "SELECT count(*) FROM unnest($1::bigint[]) id WHERE snowflake_worker(id) <> 7",
+            &[&[ids.as_slice(), &[largest]].concat()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(workers, 0, "ids of a worker other than 7");
 }
 
 #[test]
