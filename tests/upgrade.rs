@@ -1,4 +1,4 @@
-//! Upgrades: the extension from each older version (0.1.0, 0.2.0, 0.3.0, 0.4.0) to this one in place
+//! Upgrades: the extension from each older version (0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0) to this one in place
 //! (`ALTER EXTENSION ... UPDATE`) while a session keeps inserting, and a cluster from PostgreSQL 15 to 18 with `pg_upgrade` (copy and
 //! link), its clock an hour back; and the portable edition's counter from 14 to 18. Needs the
 //! extension installed for 15 and 18 (scripts/test.sh runs it after both).
@@ -45,6 +45,7 @@ fn every_upgrade_script_is_installed() {
         "snowflake_ext--0.2.0--0.3.0.sql",
         "snowflake_ext--0.3.0--0.4.0.sql",
         "snowflake_ext--0.4.0--0.5.0.sql",
+        "snowflake_ext--0.5.0--0.6.0.sql",
     ] {
         assert!(scripts.contains(&script.to_string()), "{scripts:?}");
     }
@@ -127,6 +128,11 @@ fn alter_extension_update_from_0_3_0_gives_a_fresh_install_and_inserts_go_on() {
 #[test]
 fn alter_extension_update_from_0_4_0_gives_a_fresh_install_and_inserts_go_on() {
     update_gives_a_fresh_install_and_inserts_go_on("0.4.0");
+}
+
+#[test]
+fn alter_extension_update_from_0_5_0_gives_a_fresh_install_and_inserts_go_on() {
+    update_gives_a_fresh_install_and_inserts_go_on("0.5.0");
 }
 
 fn update_gives_a_fresh_install_and_inserts_go_on(from: &str) {
