@@ -258,4 +258,14 @@ mod tests {
     fn a_session_cannot_set_the_worker_id() {
         Spi::run("SET snowflake.worker_id = 3").unwrap();
     }
+
+    #[pg_test(error = "snowflake.past_worker_id is not set")]
+    fn nextval_at_without_a_past_worker_id() {
+        Spi::run("SELECT snowflake_nextval_at(timestamptz '2025-06-01 00:00+00')").unwrap();
+    }
+
+    #[pg_test(error = "snowflake.past_worker_id cannot be changed in a session")]
+    fn a_session_cannot_set_the_past_worker_id() {
+        Spi::run("SET snowflake.past_worker_id = 1000").unwrap();
+    }
 }
