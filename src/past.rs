@@ -11,7 +11,8 @@
 //!
 //! It never touches a live worker's slot, marks or the marks table: it reads the control
 //! state (to refuse, as the generating functions do, when the marks are in doubt) and the past
-//! worker's mark (to refuse a worker id that has minted live ids here). The functions are
+//! worker's count of live ids (to refuse a worker id that has minted live ids since the server
+//! started). The functions are
 //! SECURITY DEFINER with a fixed search path, so a caller granted EXECUTE writes the record
 //! without any privilege on the table; EXECUTE is revoked from PUBLIC
 //! (`sql/install/privileges.sql`).
@@ -89,8 +90,8 @@ fn snowflake_nextval_at_batch(ts: Vec<Option<TimestampWithTimeZone>>) -> Vec<Opt
 
 /// The layout and the past worker id, once every refusal is passed: the library preloaded,
 /// not in recovery, the past worker id set, none of the server's live ones, in the marks
-/// database, the marks ready (as the generating functions require), and no live id ever
-/// minted here with it.
+/// database, the marks ready (as the generating functions require), and no live id minted
+/// with it since the server started.
 fn ready() -> (&'static Layout, u32) {
     let shared = shmem::shared();
     // SAFETY: a plain query of the server's recovery state.
@@ -108,8 +109,11 @@ fn ready() -> (&'static Layout, u32) {
     not_live(past);
     in_marks_database();
     marks_ready(shared, past);
-    if shared.slot(past).mark.load(Acquire) != 0 {
-        errors::past_worker_has_live_ids(past);
+    // Ids issued since the server started: a mark says less, since restoring every worker's
+    // marks (snowflake_restore_mark(above), the way out of doubt) gives every slot one.
+    let issued = shared.slot(past).issued.load(Acquire);
+    if issued != 0 {
+        errors::past_worker_has_live_ids(past, issued);
     }
     (layout, past)
 }

@@ -296,6 +296,34 @@ fn a_standby_refuses_with_25006_and_promoted_continues_without_repeating() {
 }
 
 #[test]
+fn marks_in_doubt_refuse_with_55000_and_once_restored_ids_continue_above() {
+    let cluster = server("past-in-doubt", &[]);
+    let mut c = cluster.connect();
+    let live: i64 = c.scalar("SELECT snowflake_nextval()");
+    let before = ids(
+        &mut c,
+        &format!("SELECT snowflake_nextval_at({TS}) FROM generate_series(1, 5)"),
+    );
+    // The marks dropped, then a crash before the writer could write them again.
+    c.batch_execute("DROP SCHEMA snowflake_ext_state CASCADE")
+        .unwrap();
+    cluster.kill_postmaster();
+    cluster.start();
+    let mut c = cluster.connect();
+    wait_until("the marks to be in doubt", PATIENCE, || {
+        c.scalar::<String>("SELECT state FROM snowflake_status()") == "in doubt"
+    });
+    let e = error_of(&mut c, &format!("SELECT snowflake_nextval_at({TS})"));
+    assert_eq!(e.code, "55000", "{e:?}");
+    // Restoring every worker's marks (the past worker's slot too) lets it mint again.
+    c.query_one("SELECT snowflake_restore_mark($1::bigint)", &[&live])
+        .unwrap();
+    let after = at(&mut c, TS);
+    assert!(after > *before.iter().max().unwrap());
+    assert_eq!(decoded(&mut c, after).2, 5);
+}
+
+#[test]
 fn the_batch_form_gives_ids_in_the_arrays_order_as_single_calls_would() {
     let cluster = server("past-batch", &[]);
     let mut c = cluster.connect();

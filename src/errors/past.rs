@@ -37,18 +37,18 @@ pub fn past_worker_is_live(past: u32, live: &str) -> ! {
     )
 }
 
-/// The past worker id has live ids on this server: its high-water mark is set.
+/// The past worker id has minted `issued` live ids since this server started.
 #[cold]
 #[track_caller]
-pub fn past_worker_has_live_ids(past: u32) -> ! {
+pub fn past_worker_has_live_ids(past: u32, issued: u64) -> ! {
     raise(
         ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
             "snowflake.past_worker_id = {past} is a worker id this server has minted live ids with"
         ),
         Some(format!(
-            "Worker {past} has a high-water mark in snowflake_ext_state.marks: ids for past \
-             times with it could equal the live ones it minted."
+            "Worker {past} has minted {issued} live id(s) since the server started \
+             (snowflake_nextval({past})): ids for past times with it could equal them."
         )),
         "Reserve a worker id that no server has ever minted with: ALTER SYSTEM SET \
          snowflake.past_worker_id = <it>; SELECT pg_reload_conf();",
