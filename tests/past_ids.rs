@@ -158,6 +158,26 @@ fn the_live_worker_id_as_past_worker_id_is_refused_with_55000() {
 }
 
 #[test]
+fn a_past_worker_id_inside_the_lease_range_is_refused_with_55000_and_outside_it_mints() {
+    let registry = registry("past-registry");
+    let cluster = leasing_server(
+        "past-leasing",
+        &registry,
+        &[PAST, "snowflake.worker_range=1000-1001"],
+    );
+    let e = error_of(
+        &mut cluster.connect(),
+        &format!("SELECT snowflake_nextval_at({TS})"),
+    );
+    assert_eq!(e.code, "55000", "{e:?}");
+    assert!(e.message.contains("worker_range"), "{e:?}");
+    cluster.set_and_reload("snowflake.worker_range", "0-99");
+    let mut c = cluster.connect();
+    let id = at(&mut c, TS);
+    assert_eq!(decoded(&mut c, id).1, 1000);
+}
+
+#[test]
 fn a_past_worker_id_with_live_ids_is_refused_with_55000() {
     let cluster = server("past-had-live", &[]);
     let mut c = cluster.connect();
