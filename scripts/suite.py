@@ -45,7 +45,7 @@ PARTIAL = ["14", "16", "17"]
 # The integration tests (tests/*.rs), by where they run.
 EVERY_MAJOR = ["generation", "durability", "interop", "portable"]
 FULL_ONLY = ["errors", "adopt", "privilege", "trust", "leases", "failover", "faults", "ha", "multinode",
-             "operators_day", "snippets", "lease_restore"]
+             "operators_day", "snippets", "lease_restore", "past_ids"]
 # Citus 14 supports 16 to 18.
 CITUS_MAJORS = ["16", "17", "18"]
 # The nemesis and the lease handovers step the clocks of background workers: before 16 the
@@ -61,7 +61,8 @@ ALL_TESTS = EVERY_MAJOR + FULL_ONLY + ["citus"] + ON_18 + ON_15 + LAST
 EXPECTED = {"faults": 110, "leases": 95, "ha": 75, "multinode": 65, "portable": 55, "failover": 35,
             "trust": 25, "durability": 21, "privilege": 16, "snippets": 15, "interop": 12, "generation": 11,
             "errors": 6, "adopt": 5, "citus": 145, "handover": 118, "nemesis": 118, "clients": 22,
-            "upgrade": 21, "packages": 7, "bench": 120, "operators_day": 60, "lease_restore": 55}
+            "upgrade": 21, "packages": 7, "bench": 120, "operators_day": 60, "lease_restore": 55,
+            "past_ids": 30}
 
 
 class Job:

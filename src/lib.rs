@@ -100,6 +100,9 @@
 //!   own record of the lease it holds), what it asks the registry in
 //!   [`lease::registry`] (whose SQL is `sql/registry/registry.sql`), and the connection in
 //!   [`lease::libpq`].
+//! * [`past`]: ids for past times (`snowflake_nextval_at`), from the worker id reserved for
+//!   them (`snowflake.past_worker_id`) and the record of what each past time unit has used
+//!   (`snowflake_past_use`, whose SQL is `sql/install/past.sql`).
 //! * [`ids`]: ids as values: [`ids::decode`], [`ids::text`] (text forms and the `snowflake`
 //!   type, whose SQL is `sql/install/type.sql`), [`ids::time_filter`] (the planner hook for time
 //!   filters).
@@ -132,6 +135,7 @@ pub mod ids;
 pub mod lease;
 pub mod marks;
 pub mod mint;
+pub mod past;
 pub mod settings;
 pub mod shared;
 pub mod stats;

@@ -51,6 +51,9 @@ pub static DATABASE: GucSetting<Option<CString>> =
 pub static MAX_AHEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(2000);
 pub static LAYOUT: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"snowflake"));
+/// `snowflake.past_worker_id`: the worker id reserved for ids of past times
+/// (`snowflake_nextval_at`, [`crate::past`]); -1: unset.
+pub static PAST_WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(UNSET);
 
 /// Defines the settings. The two that only a restart can change (`snowflake.database`,
 /// `snowflake.layout`) can be defined only while preloading: PostgreSQL refuses, with a FATAL,
@@ -169,6 +172,20 @@ fn define_reloadable() {
         3_600_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake.past_worker_id",
+        c"Worker id reserved for ids of past times (snowflake_nextval_at), or -1 (unset).",
+        c"snowflake_nextval_at(ts) puts it into the ids it makes for the time ts, and records \
+          in the table snowflake_past_use of snowflake.database which sequence numbers of each \
+          time unit it has used. Like a worker id set by hand it must be this server's alone in \
+          the fleet, and never a live one: not snowflake.worker_id, not inside \
+          snowflake.worker_range when leasing, and never minted with snowflake_nextval(worker).",
+        &PAST_WORKER_ID,
+        UNSET,
+        (1 << snowflake_core::layout::MAX_GENERATION_WORKER_BITS) - 1,
+        GucContext::Sighup,
+        GucFlags::SUPERUSER_ONLY,
     );
     // The "snowflake." prefix is deliberately not reserved (MarkGUCPrefixReserved): pgEdge's
     // snowflake extension keeps `snowflake.node` there, and reserving the prefix would make the
@@ -588,7 +605,7 @@ unsafe extern "C-unwind" fn refuse_session_set(pstmt: *mut pg_sys::PlannedStmt) 
 }
 
 /// This extension's settings, and whether a change needs a restart (else a reload).
-const SERVER_SETTINGS: [(&str, bool); 7] = [
+const SERVER_SETTINGS: [(&str, bool); 8] = [
     ("snowflake.database", true),
     ("snowflake.layout", true),
     ("snowflake.max_ahead", false),
@@ -596,4 +613,5 @@ const SERVER_SETTINGS: [(&str, bool); 7] = [
     ("snowflake.registry", false),
     ("snowflake.worker_range", false),
     ("snowflake.lease_ttl", false),
+    ("snowflake.past_worker_id", false),
 ];

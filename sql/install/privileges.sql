@@ -15,3 +15,6 @@ REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_restore_mark(bigint) FROM PUBLI
 REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_restore_mark(integer, bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_restore_mark(regclass[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_rewind(integer) FROM PUBLIC;
+
+REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_nextval_at(timestamp with time zone) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_nextval_at(timestamp with time zone[]) FROM PUBLIC;

@@ -2,16 +2,18 @@
 //! that names the bad value, and a hint. They are raised as PostgreSQL `ERROR`s, which abort
 //! the statement cleanly (no panic message, no backtrace, no crashed backend). Minting's,
 //! the settings' and shared memory's are here; those of the marks' administration in
-//! [`marks`], of ids as values in [`ids`], of users' tables in [`tables`] (all callable as
+//! [`marks`], of ids for past times in [`past`], of ids as values in [`ids`], of users' tables in [`tables`] (all callable as
 //! `errors::name`). Other files only choose which one to raise, and compose the reasons that
 //! depend on state (the writer's, the lease's).
 
 pub(crate) mod ids;
 pub(crate) mod marks;
+pub(crate) mod past;
 pub(crate) mod tables;
 
 pub use ids::*;
 pub use marks::*;
+pub use past::*;
 pub use tables::*;
 
 use pgrx::pg_sys::panic::ErrorReport;
