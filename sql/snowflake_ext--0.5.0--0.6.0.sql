@@ -2,7 +2,8 @@
 --
 -- * Ids for past times (docs/past-ids.md): snowflake_nextval_at(timestamptz) and
 --   snowflake_nextval_at(timestamptz[]), SECURITY DEFINER, EXECUTE revoked from PUBLIC, and
---   their record, the table snowflake_past_use, granted to no one. They mint with the worker id
+--   their record, the table snowflake_past_use, readable by all, written by them only,
+--   dumped by pg_dump with the data. They mint with the worker id
 --   in snowflake.past_worker_id, a setting of the 0.6.0 library.
 -- Nothing is replaced or dropped, grants stay.
 
@@ -13,6 +14,12 @@ CREATE TABLE snowflake_past_use (
     PRIMARY KEY (worker, unit)
 );
 REVOKE ALL ON snowflake_past_use FROM PUBLIC;
+-- Readable by all (it says only how many ids each past time unit has used), so that any
+-- role that can dump a database can dump it; and dumped with the data (a configuration
+-- table of the extension), so that a database restored from a dump continues above the
+-- ids for past times its rows carry, as a sequence's dump continues above its values.
+GRANT SELECT ON snowflake_past_use TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('snowflake_past_use', '');
 COMMENT ON TABLE snowflake_past_use IS
     'How many sequence numbers of each time unit (of snowflake.layout) the worker id reserved for past times (snowflake.past_worker_id) has used: written by snowflake_nextval_at only.';
 

@@ -262,7 +262,11 @@ fn execute_is_refused_to_public_and_works_once_granted() {
     let mut app = connect_as(&cluster, "postgres", "app");
     let e = error_of(&mut app, &format!("SELECT snowflake_nextval_at({TS})"));
     assert_eq!(e.code, "42501", "{e:?}");
-    let e = error_of(&mut app, "SELECT * FROM snowflake_past_use");
+    // The record is readable by all (so that any role can dump the database), not writable.
+    let e = error_of(
+        &mut app,
+        "UPDATE snowflake_past_use SET used = 1; INSERT INTO snowflake_past_use VALUES (1000, 1, 1)",
+    );
     assert_eq!(e.code, "42501", "{e:?}");
     admin
         .batch_execute(
@@ -280,9 +284,68 @@ fn execute_is_refused_to_public_and_works_once_granted() {
         .unwrap()
         .get(0);
     assert_eq!(batch.len(), 1);
-    // Still no access to the record itself.
-    let e = error_of(&mut app, "SELECT * FROM snowflake_past_use");
+    // Still no way to write the record but through the functions.
+    let e = error_of(&mut app, "DELETE FROM snowflake_past_use");
     assert_eq!(e.code, "42501", "{e:?}");
+    let used: i64 = app.scalar("SELECT sum(used)::int8 FROM snowflake_past_use");
+    assert_eq!(used, 2);
+}
+
+#[test]
+fn a_dump_restored_into_a_new_server_continues_above_the_ids_for_past_times_it_carries() {
+    let cluster = server("past-dump", &[]);
+    let before = ids(
+        &mut cluster.connect(),
+        &format!("SELECT snowflake_nextval_at({TS}) FROM generate_series(1, 10)"),
+    );
+    let dump = cluster.pg_dump(&["-Fc", "postgres"]);
+    // A new server, with the same settings, whose marks database is restored from the dump.
+    let copy = Cluster::new("past-dump-copy", &[LIVE, PAST]);
+    copy.start();
+    let mut restore = std::process::Command::new(pg_bin("pg_restore"))
+        .args(["-h", "127.0.0.1", "-p", &copy.port.to_string()])
+        .args(["-U", "postgres", "--exit-on-error", "-d", "postgres"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    restore.stdin.take().unwrap().write_all(&dump).unwrap();
+    let out = restore.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "pg_restore failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut c = copy.connect();
+    let after = ids(
+        &mut c,
+        &format!("SELECT snowflake_nextval_at({TS}) FROM generate_series(1, 10)"),
+    );
+    assert!(
+        after.iter().min() > before.iter().max(),
+        "{before:?} {after:?}"
+    );
+    assert_eq!(decoded(&mut c, after[0]).2, 10);
+}
+
+#[test]
+fn the_past_worker_id_passed_to_snowflake_nextval_is_refused_with_55000() {
+    let cluster = server("past-explicit", &[]);
+    let mut c = cluster.connect();
+    for sql in [
+        "SELECT snowflake_nextval(1000)",
+        "SELECT * FROM snowflake_nextval_batch(1000, 10)",
+    ] {
+        let e = error_of(&mut c, sql);
+        assert_eq!(e.code, "55000", "{sql}: {e:?}");
+    }
+    let issued: i64 =
+        c.scalar("SELECT coalesce(sum(issued), 0)::int8 FROM snowflake_stats WHERE worker = 1000");
+    assert_eq!(issued, 0);
+    // And the past worker id still mints ids for past times.
+    let id = at(&mut c, TS);
+    assert_eq!(decoded(&mut c, id).1, 1000);
 }
 
 #[test]

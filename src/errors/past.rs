@@ -108,3 +108,20 @@ pub fn past_no_room(ts: &str, worker: u32, unit_label: &str, used: i64, n: i64, 
          for the rest: ALTER SYSTEM SET snowflake.past_worker_id = <it>; SELECT pg_reload_conf();",
     )
 }
+
+/// `snowflake_nextval(worker)` (or the batch form) with the worker id reserved for past times.
+#[cold]
+#[track_caller]
+pub fn worker_reserved_for_past(worker: u32) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("worker id {worker} is reserved for ids for past times (snowflake.past_worker_id)"),
+        Some(
+            "Live ids with it could equal ids that snowflake_nextval_at has minted or will mint \
+             for the same milliseconds."
+                .into(),
+        ),
+        "Mint live ids with another worker id, or reserve another one for past times: ALTER \
+         SYSTEM SET snowflake.past_worker_id = <it>; SELECT pg_reload_conf();",
+    )
+}

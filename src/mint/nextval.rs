@@ -101,6 +101,11 @@ fn worker_arg(worker: Option<i32>, layout: &Layout) -> u32 {
     if settings::worker() == settings::AUTO && crate::lease::leased() != Some(worker as i32) {
         errors::not_leased(worker);
     }
+    // Only the explicit form pays for this load and compare: `snowflake_nextval()` mints with
+    // the configured worker id, which `snowflake_nextval_at` refuses as a past worker id.
+    if settings::PAST_WORKER_ID.get() == worker as i32 {
+        errors::worker_reserved_for_past(worker);
+    }
     worker
 }
 
