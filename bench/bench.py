@@ -491,7 +491,7 @@ PORTABLE_LADDER = [
     ("+ the seqlock: two readings of the generation", "ladder.seqlock()"),
     ("+ the clock against the deadline", "ladder.clock()"),
     # (The copy check, two constants, is folded when the call is planned: nothing to count.)
-    ("+ the read-only check: the edition as installed", "portable.snowflake_nextval()"),
+    ("+ the standby check: the edition as installed", "portable.snowflake_nextval()"),
 ]
 
 

@@ -44,6 +44,13 @@
 -- lags the clock; the move at each deadline brings it up, so ids decode to at most 10 ms (plus
 -- the time a move takes) before the time they were minted, and at most the burst or the clock
 -- step that put the counter ahead after it.
+-- A standby is sent to the slow path before nextval() (pg_is_in_recovery(), a flag: about 50
+-- instructions), which refuses it with the worker id and a hint. A read-only transaction on a
+-- primary is refused by the fast path's nextval() itself: 25006, "cannot execute nextval() in a
+-- read-only transaction", without the worker id or a hint. Telling it apart beforehand takes
+-- current_setting('transaction_read_only'), a lookup of the setting by name that cost 1,730 of
+-- the fast path's 11,741 instructions per id (15%, measured with bench/run --portable-cost),
+-- for every id, for a refusal whose own message already says what to change.
 --
 -- Moves, and the locking protocol. setval() is not a compare-and-set: a move racing other
 -- sessions' nextval() could set the counter back under a value already handed out. Moves are
@@ -1320,8 +1327,9 @@ BEGIN
             END IF;
             -- The fast path sends every call of a copy here (see Copies).
             PERFORM _snowflake_check_home();
-            -- The fast path sends a read-only transaction here, before its nextval() would fail
-            -- without saying which worker or what to do.
+            -- The fast path sends a standby here, before its nextval() would fail without saying
+            -- which worker or what to do. (In a read-only transaction on a primary the fast path's
+            -- nextval() refuses first, with 25006: see the fast path.)
             IF current_setting('transaction_read_only') = 'on' THEN
                 PERFORM _snowflake_refuse_read_only();
             END IF;
@@ -1457,7 +1465,7 @@ BEGIN
             LANGUAGE sql VOLATILE PARALLEL UNSAFE
             RETURN CASE
                 WHEN %3$L::pg_catalog.regclass::pg_catalog.oid OPERATOR(pg_catalog.=) %6$s::pg_catalog.oid
-                 AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+                 AND NOT pg_catalog.pg_is_in_recovery()
                  AND GREATEST(pg_catalog.pg_sequence_last_value(%2$L::pg_catalog.regclass),
                               (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8)::pg_catalog.int8
                                   OPERATOR(pg_catalog.<<) 1,
