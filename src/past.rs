@@ -41,7 +41,7 @@ pgrx::extension_sql_file!("../sql/install/past.sql", name = "past_use");
 #[search_path(pg_catalog, pg_temp)]
 fn snowflake_nextval_at(ts: TimestampWithTimeZone) -> i64 {
     let (layout, worker) = ready();
-    let unit = decode::time_of(ts, layout);
+    let unit = past_unit(ts, layout);
     let seq = take(layout, worker, unit, 1, &ts);
     layout.compose(unit, worker, seq)
 }
@@ -59,11 +59,11 @@ fn snowflake_nextval_at(ts: TimestampWithTimeZone) -> i64 {
 )]
 #[search_path(pg_catalog, pg_temp)]
 fn snowflake_nextval_at_batch(ts: Vec<Option<TimestampWithTimeZone>>) -> Vec<Option<i64>> {
+    if ts.len() > MAX_BATCH {
+        errors::past_batch_too_large(ts.len(), MAX_BATCH);
+    }
     let (layout, worker) = ready();
-    let units: Vec<Option<u64>> = ts
-        .iter()
-        .map(|t| t.map(|t| decode::time_of(t, layout)))
-        .collect();
+    let units: Vec<Option<u64>> = ts.iter().map(|t| t.map(|t| past_unit(t, layout))).collect();
     // Per unit: how many ids, and the first time that falls in it (for a message).
     let mut wanted: BTreeMap<u64, (u32, TimestampWithTimeZone)> = BTreeMap::new();
     for (unit, t) in units.iter().zip(&ts) {
@@ -88,6 +88,23 @@ fn snowflake_nextval_at_batch(ts: Vec<Option<TimestampWithTimeZone>>) -> Vec<Opt
         .collect()
 }
 
+/// The most times one batch takes: as `snowflake_nextval_batch`'s most ids (its work is
+/// outside PostgreSQL's memory contexts, where an allocation that fails ends the backend).
+const MAX_BATCH: usize = crate::mint::nextval::MAX_BATCH as usize;
+
+/// The time unit of `ts`, which must not be later than now: an id for a time to come could
+/// meet a live id of the reserved worker id minted by mistake, and would carry every table's
+/// largest id (which `snowflake_restore_mark(regclass[])` restores the marks above) into the
+/// future.
+fn past_unit(ts: TimestampWithTimeZone, layout: &Layout) -> u64 {
+    let unit = decode::time_of(ts, layout);
+    let now = crate::mint::clock::wall(layout);
+    if unit > now {
+        errors::past_time_in_future(&ts.to_string());
+    }
+    unit
+}
+
 /// The layout and the past worker id, once every refusal is passed: the library preloaded,
 /// not in recovery, the past worker id set, none of the server's live ones, in the marks
 /// database, the marks ready (as the generating functions require), and no live id minted
@@ -97,6 +114,13 @@ fn ready() -> (&'static Layout, u32) {
     // SAFETY: a plain query of the server's recovery state.
     if unsafe { pg_sys::RecoveryInProgress() } {
         errors::past_in_recovery();
+    }
+    // A subtransaction rolled back (ROLLBACK TO, an exception block) would give its ids back
+    // while the transaction that may have kept them commits: refused, so that ids are given
+    // back only with everything their transaction did.
+    // SAFETY: a plain read of this backend's transaction state.
+    if unsafe { pg_sys::GetCurrentTransactionNestLevel() } > 1 {
+        errors::past_in_subtransaction();
     }
     let layout = &shared.params.layout;
     let past = settings::PAST_WORKER_ID.get();

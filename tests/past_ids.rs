@@ -245,6 +245,70 @@ fn a_time_outside_the_layout_is_refused_as_compose_refuses_it() {
 }
 
 #[test]
+fn a_time_later_than_now_is_refused_with_22023() {
+    let cluster = server("past-future", &[]);
+    let mut c = cluster.connect();
+    for sql in [
+        "SELECT snowflake_nextval_at(now() + interval '1 second')",
+        "SELECT snowflake_nextval_at(ARRAY[now() - interval '1 s', now() + interval '1 day'])",
+    ] {
+        assert_eq!(error_of(&mut c, sql).code, "22023", "{sql}");
+    }
+    let used: i64 = c.scalar("SELECT count(*) FROM snowflake_past_use");
+    assert_eq!(used, 0);
+}
+
+#[test]
+fn a_subtransaction_is_refused_with_25001_and_gives_back_no_id_its_transaction_keeps() {
+    let cluster = server("past-subtransaction", &[]);
+    let mut c = cluster.connect();
+    let e = error_of(
+        &mut c,
+        &format!("BEGIN; SAVEPOINT s; SELECT snowflake_nextval_at({TS})"),
+    );
+    assert_eq!(e.code, "25001", "{e:?}");
+    c.batch_execute("ROLLBACK").unwrap();
+    // An exception block is a subtransaction too: the id it would have given back is never
+    // taken, and the row its transaction commits carries the only one.
+    c.batch_execute("CREATE TABLE t (id bigint)").unwrap();
+    let e = error_of(
+        &mut c,
+        &format!(
+            "DO $$ DECLARE x bigint; BEGIN
+                 BEGIN x := snowflake_nextval_at({TS}); RAISE EXCEPTION 'oops';
+                 EXCEPTION WHEN raise_exception THEN NULL; END;
+                 INSERT INTO t VALUES (x);
+             END $$"
+        ),
+    );
+    assert_eq!(e.code, "25001", "{e:?}");
+    let id = at(&mut c, TS);
+    assert_eq!(decoded(&mut c, id).2, 0);
+}
+
+#[test]
+fn a_batch_of_more_times_than_a_batch_takes_is_refused_with_54000() {
+    let cluster = server("past-batch-limit", &[]);
+    let e = error_of(
+        &mut cluster.connect(),
+        &format!("SELECT snowflake_nextval_at(array_fill({TS}, ARRAY[1000001]))"),
+    );
+    assert_eq!(e.code, "54000", "{e:?}");
+}
+
+#[test]
+fn a_worker_id_reloaded_to_the_past_one_mints_no_live_id() {
+    let cluster = server("past-reloaded", &[]);
+    cluster.set_and_reload("snowflake.worker_id", "1000");
+    let mut c = cluster.connect();
+    let e = error_of(&mut c, "SELECT snowflake_nextval()");
+    assert_eq!(e.code, "55000", "{e:?}");
+    let issued: i64 =
+        c.scalar("SELECT coalesce(sum(issued), 0)::int8 FROM snowflake_stats WHERE worker = 1000");
+    assert_eq!(issued, 0);
+}
+
+#[test]
 fn a_read_only_transaction_is_refused_with_25006() {
     let cluster = server("past-read-only", &[]);
     let e = error_of(

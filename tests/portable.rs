@@ -319,7 +319,10 @@ fn its_errors_name_the_value_and_give_a_hint() {
     assert_eq!(e.code, "25006", "{e:?}");
     app.batch_execute("ROLLBACK").unwrap();
     // A batch (a move, always the slow path) still refuses it with the worker id and a hint.
-    let e = error_of(&mut app, "BEGIN READ ONLY; SELECT snowflake_nextval_batch(2)");
+    let e = error_of(
+        &mut app,
+        "BEGIN READ ONLY; SELECT snowflake_nextval_batch(2)",
+    );
     assert_eq!(e.code, "25006", "{e:?}");
     assert!(
         e.message.contains("worker 1 in a read-only transaction") && e.hint.is_some(),

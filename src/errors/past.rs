@@ -125,3 +125,49 @@ pub fn worker_reserved_for_past(worker: u32) -> ! {
          SYSTEM SET snowflake.past_worker_id = <it>; SELECT pg_reload_conf();",
     )
 }
+
+/// `snowflake_nextval_at` with a time later than now.
+#[cold]
+#[track_caller]
+pub fn past_time_in_future(ts: &str) -> ! {
+    raise(
+        ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("{ts} is later than now: snowflake_nextval_at mints ids for past times only"),
+        Some(
+            "An id for a time to come could meet a live id, and would move the largest id of \
+             its table, above which snowflake_restore_mark restores the marks, into the future."
+                .into(),
+        ),
+        "Use snowflake_nextval() for rows made now, or pass the time the row was made.",
+    )
+}
+
+/// `snowflake_nextval_at` inside a subtransaction.
+#[cold]
+#[track_caller]
+pub fn past_in_subtransaction() -> ! {
+    raise(
+        ERRCODE_ACTIVE_SQL_TRANSACTION,
+        "cannot mint snowflake ids for past times inside a subtransaction".into(),
+        Some(
+            "A subtransaction rolled back (ROLLBACK TO a savepoint, a PL/pgSQL block with an \
+             EXCEPTION clause) would give its ids back while its transaction, which may have \
+             kept them, commits."
+                .into(),
+        ),
+        "Call snowflake_nextval_at outside savepoints and exception blocks: at the top of the \
+         transaction, or in a PL/pgSQL block without an EXCEPTION clause.",
+    )
+}
+
+/// `snowflake_nextval_at(ts[])` with more times than one batch takes.
+#[cold]
+#[track_caller]
+pub fn past_batch_too_large(n: usize, max: usize) -> ! {
+    raise(
+        ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!("{n} times are more than one snowflake_nextval_at batch takes ({max})"),
+        None,
+        &format!("Pass at most {max} times per call, in several calls."),
+    )
+}

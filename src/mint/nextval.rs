@@ -158,6 +158,14 @@ fn issue_slowly(shared: &Shared, worker: u32, n: u64) -> u64 {
     let slot = shared.slot(worker);
     let max_ahead = max_ahead_for(p, worker, n);
     let since = Instant::now();
+    // The worker id reserved for past times mints no live ids. Checked here, where every
+    // worker's first id and at least one id a second go, and not on the fast path: a
+    // `snowflake.worker_id` reloaded to the reserved one could issue from a mark already
+    // raised for at most the second until the next full check (`snowflake_nextval_at` refuses
+    // a worker id that issued live ids since the server started).
+    if settings::PAST_WORKER_ID.get() == worker as i32 {
+        errors::worker_reserved_for_past(worker);
+    }
     loop {
         // SAFETY: a plain query of the server's recovery state.
         if unsafe { pg_sys::RecoveryInProgress() } {
