@@ -1,7 +1,7 @@
 -- snowflake_ext 0.5.0 to 0.6.0.
 --
 -- * Ids for past times (docs/past-ids.md): snowflake_nextval_at(timestamptz) and
---   snowflake_nextval_at(timestamptz[]), SECURITY DEFINER, EXECUTE revoked from PUBLIC, and
+--   snowflake_nextval_at_batch(timestamptz[]), SECURITY DEFINER, EXECUTE revoked from PUBLIC, and
 --   their record, the table snowflake_past_use, readable by all, written by them only,
 --   dumped by pg_dump with the data. They mint with the worker id
 --   in snowflake.past_worker_id, a setting of the 0.6.0 library.
@@ -31,7 +31,7 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_nextval_at_wrapper';
 
-CREATE FUNCTION "snowflake_nextval_at"(
+CREATE FUNCTION "snowflake_nextval_at_batch"(
 	"ts" timestamp with time zone[]
 ) RETURNS bigint[]
 STRICT VOLATILE SECURITY DEFINER PARALLEL UNSAFE
@@ -40,4 +40,4 @@ LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_nextval_at_batch_wrapper';
 
 REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_nextval_at(timestamp with time zone) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_nextval_at(timestamp with time zone[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_nextval_at_batch(timestamp with time zone[]) FROM PUBLIC;

@@ -1,4 +1,4 @@
-//! Ids for past times: `snowflake_nextval_at(ts)` and `snowflake_nextval_at(ts[])`
+//! Ids for past times: `snowflake_nextval_at(ts)` and `snowflake_nextval_at_batch(ts[])`
 //! (docs/past-ids.md).
 //!
 //! An id for the time `ts` carries `ts`'s time unit, the worker id reserved for past times
@@ -54,7 +54,7 @@ fn snowflake_nextval_at(ts: TimestampWithTimeZone) -> i64 {
     strict,
     parallel_unsafe,
     security_definer,
-    name = "snowflake_nextval_at",
+    name = "snowflake_nextval_at_batch",
     requires = ["past_use"]
 )]
 #[search_path(pg_catalog, pg_temp)]

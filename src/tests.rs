@@ -142,7 +142,8 @@ mod tests {
              snowflake_guard_subscription/2:vufalse snowflake_id_columns/1:sstrue snowflake_in/1:istrue \
              snowflake_lastval/0:vrtrue snowflake_lower_bound/1:istrue snowflake_max_id/1:istrue \
              snowflake_min_id/1:istrue snowflake_nextval/0:vstrue snowflake_nextval/1:vsfalse \
-             snowflake_nextval_at/1:vutrue snowflake_nextval_at/1:vutrue snowflake_nextval_batch/1:vsfalse snowflake_nextval_batch/2:vsfalse \
+             snowflake_nextval_at/1:vutrue snowflake_nextval_at_batch/1:vutrue snowflake_nextval_batch/1:vsfalse \
+             snowflake_nextval_batch/2:vsfalse \
              snowflake_out/1:istrue snowflake_partition_bounds/2:istrue snowflake_recv/1:istrue \
              snowflake_restore_mark/1:vufalse snowflake_restore_mark/1:vufalse snowflake_restore_mark/2:vufalse \
              snowflake_rewind/1:vufalse snowflake_send/1:istrue snowflake_sequence/1:istrue \

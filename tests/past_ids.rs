@@ -13,7 +13,6 @@ const LIVE: &str = "snowflake.worker_id=1";
 const PAST: &str = "snowflake.past_worker_id=1000";
 
 /// A time in the past, as SQL.
-/// (A literal needs its type: `snowflake_nextval_at('...')` could be either form.)
 const TS: &str = "timestamptz '2025-06-01 12:34:56.789+00'";
 
 fn server(name: &str, extra: &[&str]) -> Cluster {
@@ -43,7 +42,8 @@ fn an_id_for_a_past_time_decodes_to_that_millisecond_with_the_past_worker_id() {
     let cluster = server("past-decodes", &[]);
     let mut c = cluster.connect();
     let first = at(&mut c, TS);
-    let second = at(&mut c, TS);
+    // An untyped literal too: the batch form has a name of its own.
+    let second = at(&mut c, "'2025-06-01 12:34:56.789+00'");
     assert_eq!(
         decoded(&mut c, first),
         ("2025-06-01 12:34:56.789".to_string(), 1000, 0)
@@ -213,12 +213,14 @@ fn a_millisecond_with_no_room_left_is_refused_with_54000_and_keeps_its_record() 
     let mut c = cluster.connect();
     let e = error_of(
         &mut c,
-        &format!("SELECT snowflake_nextval_at(array_fill({TS}::timestamptz, ARRAY[4097]))"),
+        &format!("SELECT snowflake_nextval_at_batch(array_fill({TS}::timestamptz, ARRAY[4097]))"),
     );
     assert_eq!(e.code, "54000", "{e:?}");
     let all: Vec<Option<i64>> = c
         .query_one(
-            &format!("SELECT snowflake_nextval_at(array_fill({TS}::timestamptz, ARRAY[4096]))"),
+            &format!(
+                "SELECT snowflake_nextval_at_batch(array_fill({TS}::timestamptz, ARRAY[4096]))"
+            ),
             &[],
         )
         .unwrap()
@@ -250,7 +252,7 @@ fn a_time_later_than_now_is_refused_with_22023() {
     let mut c = cluster.connect();
     for sql in [
         "SELECT snowflake_nextval_at(now() + interval '1 second')",
-        "SELECT snowflake_nextval_at(ARRAY[now() - interval '1 s', now() + interval '1 day'])",
+        "SELECT snowflake_nextval_at_batch(ARRAY[now() - interval '1 s', now() + interval '1 day'])",
     ] {
         assert_eq!(error_of(&mut c, sql).code, "22023", "{sql}");
     }
@@ -291,7 +293,7 @@ fn a_batch_of_more_times_than_a_batch_takes_is_refused_with_54000() {
     let cluster = server("past-batch-limit", &[]);
     let e = error_of(
         &mut cluster.connect(),
-        &format!("SELECT snowflake_nextval_at(array_fill({TS}, ARRAY[1000001]))"),
+        &format!("SELECT snowflake_nextval_at_batch(array_fill({TS}, ARRAY[1000001]))"),
     );
     assert_eq!(e.code, "54000", "{e:?}");
 }
@@ -335,14 +337,14 @@ fn execute_is_refused_to_public_and_works_once_granted() {
     admin
         .batch_execute(
             "GRANT EXECUTE ON FUNCTION snowflake_nextval_at(timestamptz) TO app;
-             GRANT EXECUTE ON FUNCTION snowflake_nextval_at(timestamptz[]) TO app;",
+             GRANT EXECUTE ON FUNCTION snowflake_nextval_at_batch(timestamptz[]) TO app;",
         )
         .unwrap();
     let id = at(&mut app, TS);
     assert_eq!(decoded(&mut app, id).1, 1000);
     let batch: Vec<Option<i64>> = app
         .query_one(
-            &format!("SELECT snowflake_nextval_at(ARRAY[{TS}]::timestamptz[])"),
+            &format!("SELECT snowflake_nextval_at_batch(ARRAY[{TS}]::timestamptz[])"),
             &[],
         )
         .unwrap()
@@ -481,7 +483,7 @@ fn the_batch_form_gives_ids_in_the_arrays_order_as_single_calls_would() {
     let batch: Vec<Option<i64>> = c
         .query_one(
             &format!(
-                "SELECT snowflake_nextval_at(ARRAY[{b}, {a}, {b}, NULL, {a}, {b}]::timestamptz[])"
+                "SELECT snowflake_nextval_at_batch(ARRAY[{b}, {a}, {b}, NULL, {a}, {b}]::timestamptz[])"
             ),
             &[],
         )
@@ -531,7 +533,7 @@ fn sonyflake_ids_for_past_times_carry_the_time_to_its_10_ms_unit() {
     );
     let e = error_of(
         &mut c,
-        &format!("SELECT snowflake_nextval_at(array_fill({TS}::timestamptz, ARRAY[256]))"),
+        &format!("SELECT snowflake_nextval_at_batch(array_fill({TS}::timestamptz, ARRAY[256]))"),
     );
     assert_eq!(e.code, "54000", "{e:?}");
 }

@@ -17,4 +17,4 @@ REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_restore_mark(regclass[]) FROM P
 REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_rewind(integer) FROM PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_nextval_at(timestamp with time zone) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_nextval_at(timestamp with time zone[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.snowflake_nextval_at_batch(timestamp with time zone[]) FROM PUBLIC;

@@ -160,13 +160,13 @@ pub fn past_in_subtransaction() -> ! {
     )
 }
 
-/// `snowflake_nextval_at(ts[])` with more times than one batch takes.
+/// `snowflake_nextval_at_batch(ts[])` with more times than one batch takes.
 #[cold]
 #[track_caller]
 pub fn past_batch_too_large(n: usize, max: usize) -> ! {
     raise(
         ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-        format!("{n} times are more than one snowflake_nextval_at batch takes ({max})"),
+        format!("{n} times are more than one snowflake_nextval_at_batch call takes ({max})"),
         None,
         &format!("Pass at most {max} times per call, in several calls."),
     )
