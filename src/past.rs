@@ -139,7 +139,72 @@ fn ready() -> (&'static Layout, u32) {
     if issued != 0 {
         errors::past_worker_has_live_ids(past, issued);
     }
+    anchored(past);
     (layout, past)
+}
+
+/// The data directory's file that ties a past worker id to the record it first used:
+/// `snowflake_ext.past_record.<worker>`, holding `<database oid> <table oid>`.
+fn anchor_path(past: u32) -> String {
+    format!("snowflake_ext.past_record.{past}")
+}
+
+thread_local! {
+    /// (past worker id, database, record) this backend found anchored: checked once.
+    static ANCHORED: std::cell::Cell<Option<(u32, u32, u32)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Refuses a record that is not the one the past worker id first used here. The record is a
+/// table of one database, and nothing in a database tells a fresh record from one that lost its
+/// uses: `snowflake.database` changed, the marks database dropped (or renamed) and made again,
+/// the extension dropped and created again. So the first use of a past worker id writes, in the
+/// data directory (state the server owns: a base backup and a standby carry it, a dump does not),
+/// which database and table hold its record; every later use must find the same. Absent, as on
+/// a first use or in a cluster restored from a dump or made by pg_upgrade (which keeps the
+/// OIDs), it is written.
+fn anchored(past: u32) {
+    // SAFETY: a plain read of this backend's database's OID.
+    let database = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    let record = Spi::get_one_with_args::<pg_sys::Oid>(
+        "SELECT pg_catalog.to_regclass($1)::pg_catalog.oid",
+        &[format!("{}.snowflake_past_use", extension_schema()).into()],
+    )
+    .ok()
+    .flatten()
+    .map_or(0, |oid| oid.to_u32());
+    let here = (past, database, record);
+    if ANCHORED.get() == Some(here) {
+        return;
+    }
+    let path = anchor_path(past);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let then: Vec<u32> = text
+                .split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            if then != [database, record] {
+                errors::past_record_elsewhere(past, &path, text.trim(), database, record);
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            write_anchor(&path, &format!("{database} {record}\n"))
+                .unwrap_or_else(|e| errors::past_anchor_unwritable(&path, &e.to_string()));
+        }
+        Err(e) => errors::past_anchor_unwritable(&path, &e.to_string()),
+    }
+    ANCHORED.set(Some(here));
+}
+
+/// Writes the anchor whole: a temporary file, fsynced, renamed over, the directory fsynced.
+fn write_anchor(path: &str, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let temp = format!("{path}.tmp.{}", std::process::id());
+    let mut file = std::fs::File::create(&temp)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temp, path)?;
+    std::fs::File::open(".")?.sync_all()
 }
 
 /// Refuses a past worker id that is, or may become, this server's live one.

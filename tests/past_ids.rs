@@ -396,6 +396,35 @@ fn a_dump_restored_into_a_new_server_continues_above_the_ids_for_past_times_it_c
 }
 
 #[test]
+fn a_record_made_again_by_drop_and_create_extension_is_refused_with_55000_until_another_worker_id()
+{
+    let cluster = server("past-anchor", &[]);
+    let mut c = cluster.connect();
+    let first = at(&mut c, TS);
+    // The data directory says which database and table hold worker 1000's record.
+    let file = cluster.dir.join("snowflake_ext.past_record.1000");
+    let then = std::fs::read_to_string(&file).unwrap();
+    let record: String = c.scalar(
+        "SELECT (SELECT oid FROM pg_database WHERE datname = current_database())::text || ' ' \
+         || 'snowflake_past_use'::regclass::oid::text",
+    );
+    assert_eq!(then.trim(), record);
+    // The extension dropped and created again: a fresh record, which does not know `first`.
+    c.batch_execute("DROP EXTENSION snowflake_ext; CREATE EXTENSION snowflake_ext")
+        .unwrap();
+    let e = error_of(&mut c, &format!("SELECT snowflake_nextval_at({TS})"));
+    assert_eq!(e.code, "55000", "{e:?}");
+    let used: i64 = c.scalar("SELECT count(*) FROM snowflake_past_use");
+    assert_eq!(used, 0);
+    // The way out: another worker id reserved for past times.
+    cluster.set_and_reload("snowflake.past_worker_id", "1001");
+    let mut c = cluster.connect();
+    let id = at(&mut c, TS);
+    assert_ne!(id, first);
+    assert_eq!(decoded(&mut c, id).1, 1001);
+}
+
+#[test]
 fn the_past_worker_id_passed_to_snowflake_nextval_is_refused_with_55000() {
     let cluster = server("past-explicit", &[]);
     let mut c = cluster.connect();

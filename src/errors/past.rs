@@ -171,3 +171,38 @@ pub fn past_batch_too_large(n: usize, max: usize) -> ! {
         &format!("Pass at most {max} times per call, in several calls."),
     )
 }
+
+/// The record here is not the one the past worker id first used on this server.
+#[cold]
+#[track_caller]
+pub fn past_record_elsewhere(past: u32, path: &str, then: &str, database: u32, record: u32) -> ! {
+    raise(
+        ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "the record of worker {past}'s ids for past times is not this database's snowflake_past_use"
+        ),
+        Some(format!(
+            "{path} in the data directory ties worker {past} to the record in database OID and \
+             table OID {then}; here they are {database} {record} (snowflake.database changed, or \
+             the database or the extension was dropped and made again): this record may not \
+             hold every id minted for past times with it."
+        )),
+        &format!(
+            "Reserve another worker id for past times: ALTER SYSTEM SET snowflake.past_worker_id \
+             = <it>; SELECT pg_reload_conf(); or, if this record was restored whole from that \
+             one (a dump of it), remove {path} from the data directory."
+        ),
+    )
+}
+
+/// The anchor of a past worker id's record could not be read or written.
+#[cold]
+#[track_caller]
+pub fn past_anchor_unwritable(path: &str, why: &str) -> ! {
+    raise(
+        ERRCODE_IO_ERROR,
+        format!("could not read or write {path} in the data directory: {why}"),
+        Some("It ties the worker id reserved for past times to its record, on this server.".into()),
+        "Make the data directory writable by the server's user (as PostgreSQL needs it), then call again.",
+    )
+}
