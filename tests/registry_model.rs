@@ -76,10 +76,11 @@
 //!   answers the claim as if the release had been recorded in another incarnation.
 //! * Where the model answers a confirmation `lost` and the claimer is to claim again, the SQL
 //!   claims again for it at once (a confirmation asked again after its grant's lease ran out
-//!   unused; a claim recorded in another incarnation; a claim of this start under another
-//!   token): `wait` under the registry's current token. Accepted as the model's `lost`
-//!   followed by the claimer's claim of the same worker id, which the model must answer
-//!   `wait`.
+//!   unused; a claim recorded in another incarnation): `wait` under a new token. Accepted as
+//!   the model's `lost` followed by the claimer's claim of the same worker id, which the model
+//!   must answer `wait`. Where a claim of this very start waits on the row under another
+//!   token (the answer that named it lost), the SQL names that token and writes nothing:
+//!   accepted where the model's row has that claim, the keeper told to wait under it.
 //! * A replayed claim or confirmation is answered with the row's current `last_mark`, the
 //!   model with the cap the row had at the grant: a higher floor, accepted.
 //! * `duplicate` (a copy of a server: two starts of one identity, one secret) ends the
@@ -812,6 +813,32 @@ impl Sequence<'_> {
                 self.tokens.insert((worker, token), real);
                 self.claimed_since_held[w] = true;
                 Ok(plain(m))
+            }
+            ("wait", Answer::Lost)
+                if matches!(*req, Request::Confirm { .. })
+                    && pre.rows[w].pending.is_some_and(|p| {
+                        is(p.claimer, caller)
+                            && p.claimer.boot == caller.boot
+                            && self.tokens.get(&(worker, p.token)) == r.token.as_ref()
+                    }) =>
+            {
+                // The SQL names this start's claim that waits under another token (its answer
+                // lost, or the claim asked again), writing nothing: the keeper waits under it.
+                let token = pre.rows[w].pending.unwrap().token;
+                let wait_ms = r.wait_ms.ok_or("wait without wait_ms")?;
+                if keeper_wait(wait_ms) != self.cfg.wait() as i64 {
+                    return Err(format!(
+                        "the wait: model {}, SQL {wait_ms} ms",
+                        self.cfg.wait()
+                    ));
+                }
+                Ok(Judged {
+                    allowed: Some(Allowed::ClaimedAgain),
+                    ..plain(Answer::Wait {
+                        token,
+                        wait: self.cfg.wait(),
+                    })
+                })
             }
             ("wait", Answer::Lost) if matches!(*req, Request::Confirm { .. }) => {
                 // The SQL claims again for the claimer: the model's claimer does.
