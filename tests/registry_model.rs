@@ -81,6 +81,12 @@
 //!   must answer `wait`. Where a claim of this very start waits on the row under another
 //!   token (the answer that named it lost), the SQL names that token and writes nothing:
 //!   accepted where the model's row has that claim, the keeper told to wait under it.
+//! * A release names, in the model, the incarnation that answered its caller last, and the
+//!   fleet's role may name any; the SQL reads it from the row (`held_proof`: the incarnation
+//!   of the holder's last grant or renewal, if nothing wrote the row since). The model is the
+//!   more permissive (a release it counts for D may be none in the SQL; the model's checker
+//!   finds that safe, the fleet's role never minting); the fleet's made-up releases here name
+//!   what the SQL reads, so that the two answer alike.
 //! * A replayed claim or confirmation is answered with the row's current `last_mark`, the
 //!   model with the cap the row had at the grant: a higher floor, accepted.
 //! * `duplicate` (a copy of a server: two starts of one identity, one secret) ends the
@@ -547,6 +553,9 @@ struct Sequence<'a> {
     tokens: HashMap<(WorkerId, Fence), i64>,
     /// A claim was recorded on the row since its holder's last grant or renewal.
     claimed_since_held: Vec<bool>,
+    /// The incarnation of the row holder's last grant or renewal (what the SQL reads from the
+    /// row's `held_proof` at a release).
+    held_in: Vec<u16>,
     trace: String,
     totals: &'a mut Totals,
 }
@@ -784,6 +793,7 @@ impl Sequence<'_> {
                 }
                 self.fences.insert((worker, fence), real);
                 self.claimed_since_held[w] = false;
+                self.held_in[w] = self.model.incarnation;
                 if last_mark == predecessor_cap as i64 {
                     Ok(plain(m))
                 } else if replay && last_mark > predecessor_cap as i64 {
@@ -937,6 +947,7 @@ impl Sequence<'_> {
                 }
                 self.fences.insert((worker, fence), real);
                 self.claimed_since_held[w] = false;
+                self.held_in[w] = self.model.incarnation;
                 Ok(plain(m))
             }
             ("released", Answer::Released) | ("held", Answer::Held) | ("lost", Answer::Lost) => {
@@ -1089,11 +1100,16 @@ impl Sequence<'_> {
                 new: self.fresh(),
                 cap: 0,
             },
+            // (It names the incarnation the SQL reads from the row, see the module doc.)
             1 => Request::Release {
                 worker,
                 fence,
                 cap: 0,
-                incarnation: self.model.incarnation,
+                incarnation: if self.claimed_since_held[worker as usize] {
+                    NO_INCARNATION
+                } else {
+                    self.held_in[worker as usize]
+                },
             },
             2 => Request::Confirm {
                 worker,
@@ -1304,6 +1320,7 @@ fn the_registrys_sql_answers_as_the_lease_model() {
             fences: HashMap::new(),
             tokens: HashMap::new(),
             claimed_since_held: vec![false; WORKERS as usize],
+            held_in: vec![NO_INCARNATION; WORKERS as usize],
             trace: format!(
                 "seed {seed}: {servers} servers, {WORKERS} worker ids, {}\n",
                 if epochs {
