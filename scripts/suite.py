@@ -18,7 +18,7 @@ major, now run on 15 and 18, and 14, 16 and 17 test the release build instead of
     package, installed, and the integration tests that differ by major (generation,
     durability, interop, portable) against it: what users install is tested on every major;
   * Citus 14 clusters on 16, 17 and 18; real clients on 15; lease handovers and the nemesis on
-    18; upgrades (extension, pg_upgrade 15 to 18 and 14 to 18); the packages; a benchmark smoke
+    18; the registry's SQL against the lease model on 14 (a registry needs no extension); upgrades (extension, pg_upgrade 15 to 18 and 14 to 18); the packages; a benchmark smoke
     run.
 The integration tests are built once: they talk to servers over SQL and take the major from
 PG_MAJOR at run time, so one build serves every major.
@@ -53,16 +53,20 @@ CITUS_MAJORS = ["16", "17", "18"]
 ON_18 = ["handover", "nemesis"]
 # Real clients against both editions, on the default major: they test the clients' side.
 ON_15 = ["clients"]
+# The registry's SQL against the lease model: a plain PostgreSQL with no extension (the
+# registry's own case), on the oldest major a registry may run on; it needs only the build.
+REGISTRY_ONLY = ["registry_model"]
+REGISTRY_MAJOR = "14"
 # Upgrades need 14, 15 and 18; the packages test installs the .deb over 15's files.
 LAST = ["upgrade", "packages"]
-ALL_TESTS = EVERY_MAJOR + FULL_ONLY + ["citus"] + ON_18 + ON_15 + LAST
+ALL_TESTS = EVERY_MAJOR + FULL_ONLY + ["citus"] + ON_18 + ON_15 + REGISTRY_ONLY + LAST
 
 # Seconds each took in a quiet serial run: longest first, so that the last to finish is short.
 EXPECTED = {"faults": 110, "leases": 95, "ha": 75, "multinode": 65, "portable": 55, "failover": 35,
             "trust": 25, "durability": 21, "privilege": 16, "snippets": 15, "interop": 12, "generation": 11,
             "errors": 6, "adopt": 5, "citus": 145, "handover": 118, "nemesis": 118, "clients": 22,
             "upgrade": 21, "packages": 7, "bench": 120, "operators_day": 60, "lease_restore": 55,
-            "past_ids": 30}
+            "past_ids": 30, "registry_model": 150}
 
 
 class Job:
@@ -155,6 +159,8 @@ def jobs():
         it("18", name, ["pgtest-18"])
     for name in ON_15:
         it("15", name, ["pgtest-15"])
+    for name in REGISTRY_ONLY:
+        it(REGISTRY_MAJOR, name, [])
     it("15", "upgrade", ["pgtest-15", "pgtest-18", "release-14"])
     uses_15 = tests_of("15", EVERY_MAJOR + FULL_ONLY + ON_15 + ["upgrade"])
     # The benchmarks in their short mode, so that they keep working (figures not checked), on

@@ -588,7 +588,13 @@ impl Registry {
     ) -> Answer {
         let incarnation = self.incarnation;
         let row = &mut self.rows[worker as usize];
-        if row.is_held_by_start(caller) && row.fence == token {
+        // (A claim still waiting under this token is no confirmation granted: a holder whose
+        // grant's answer was lost claims again under the same token once that lease ran out,
+        // and its confirmation is then a confirmation, as the SQL tells by its request number.)
+        let waiting = row
+            .pending
+            .is_some_and(|p| p.token == token && p.claimer.is(caller));
+        if row.is_held_by_start(caller) && row.fence == token && !waiting {
             // This confirmation again, granted and its answer lost: answered as the first
             // time, its lease from now, only while the grant's lease still runs here (else the
             // SQL claims it again for the caller; here: claim anew).

@@ -536,7 +536,11 @@ BEGIN
     -- same timeline, its epoch raised past every server's by anyone with the fleet's password,
     -- showed a worker id as given back or as its claimer's own expired lease, while the server
     -- it had been granted to since minted on: 900 ids twice.)
-    OR (NOT cautious AND r.displaced_at IS NULL AND NOT r.elsewhere AND (
+    -- Either word must be the row's last write (no claim waiting on it): a claim that waited
+    -- on the row since wrote a proof of its own, which says nothing of the word. (After a
+    -- restore, a worker id given back in the history it lost waited, and the claimer's next
+    -- claim, asked again or after a restart, took it at once on the waiting claim's proof.)
+    OR (NOT cautious AND r.displaced_at IS NULL AND NOT r.elsewhere AND r.pending_key IS NULL AND (
           (r.system_identifier IS NULL AND untouched
            AND (SELECT snowflake_registry.untouched(i.xmin, i.proof) FROM snowflake_registry.install i))
           OR (r.released_by = 'holder' AND untouched)));

@@ -324,6 +324,14 @@ impl Cluster {
         std::fs::write(file, spec).unwrap();
     }
 
+    /// Sets the server's clock to `spec`, as libfaketime reads it (`use_faketime` first):
+    /// `+5s`, the real time plus an offset, ticking; or `2026-01-01 00:00:05`, that instant,
+    /// frozen until the file changes (a test then decides every instant the server sees).
+    pub fn set_faketime(&self, spec: &str) {
+        let file = self.faketime_file.as_ref().expect("use_faketime first");
+        std::fs::write(file, format!("{spec}\n")).unwrap();
+    }
+
     pub fn start(&self) {
         self.start_with(&[]);
     }
