@@ -350,31 +350,7 @@ fn a_dump_restored_into_a_new_database_keeps_issuing_new_ids() {
     .unwrap();
 
     let dump = cluster.pg_dump(&["-Fc", "shop"]);
-    let port = cluster.port.to_string();
-    let mut restore = Command::new(pg_bin("pg_restore"))
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-U",
-            "postgres",
-            "--exit-on-error",
-            "-d",
-            "shop_copy",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    restore.stdin.take().unwrap().write_all(&dump).unwrap();
-    let out = restore.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "pg_restore failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cluster.pg_restore("shop_copy", &dump);
 
     let mut copy = cluster.connect_to("shop_copy");
     let restored: i64 = copy.scalar("SELECT count(*) FROM lines");

@@ -368,21 +368,7 @@ fn a_dump_restored_into_a_new_server_continues_above_the_ids_for_past_times_it_c
     // A new server, with the same settings, whose marks database is restored from the dump.
     let copy = Cluster::new("past-dump-copy", &[LIVE, PAST]);
     copy.start();
-    let mut restore = std::process::Command::new(pg_bin("pg_restore"))
-        .args(["-h", "127.0.0.1", "-p", &copy.port.to_string()])
-        .args(["-U", "postgres", "--exit-on-error", "-d", "postgres"])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    restore.stdin.take().unwrap().write_all(&dump).unwrap();
-    let out = restore.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "pg_restore failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    copy.pg_restore("postgres", &dump);
     let mut c = copy.connect();
     let after = ids(
         &mut c,

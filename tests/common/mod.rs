@@ -502,6 +502,26 @@ impl Cluster {
 
     /// Runs this cluster's `pg_dump` against it with `args` (options and the database) and
     /// returns what it wrote to its standard output; panics with its messages if it fails.
+    /// Restores `dump` (custom format, from `pg_dump`) into database `db` with `pg_restore`,
+    /// stopping at the first error.
+    pub fn pg_restore(&self, db: &str, dump: &[u8]) {
+        use std::io::Write;
+        let mut restore = Command::new(self.bin("pg_restore"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-U", "postgres", "--exit-on-error", "-d", db])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run pg_restore");
+        restore.stdin.take().unwrap().write_all(dump).unwrap();
+        let out = restore.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "pg_restore failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     pub fn pg_dump(&self, args: &[&str]) -> Vec<u8> {
         let out = Command::new(self.bin("pg_dump"))
             .args([
