@@ -101,11 +101,6 @@ fn worker_arg(worker: Option<i32>, layout: &Layout) -> u32 {
     if settings::worker() == settings::AUTO && crate::lease::leased() != Some(worker as i32) {
         errors::not_leased(worker);
     }
-    // Only the explicit form pays for this load and compare: `snowflake_nextval()` mints with
-    // the configured worker id, which `snowflake_nextval_at` refuses as a past worker id.
-    if settings::PAST_WORKER_ID.get() == worker as i32 {
-        errors::worker_reserved_for_past(worker);
-    }
     worker
 }
 
@@ -158,11 +153,11 @@ fn issue_slowly(shared: &Shared, worker: u32, n: u64) -> u64 {
     let slot = shared.slot(worker);
     let max_ahead = max_ahead_for(p, worker, n);
     let since = Instant::now();
-    // The worker id reserved for past times mints no live ids. Checked here, where every
-    // worker's first id and at least one id a second go, and not on the fast path: a
-    // `snowflake.worker_id` reloaded to the reserved one could issue from a mark already
-    // raised for at most the second until the next full check (`snowflake_nextval_at` refuses
-    // a worker id that issued live ids since the server started).
+    // The worker id reserved for past times mints no live ids, by either form. Checked here,
+    // where every worker's first id and at least one id a second go, and not on the fast path:
+    // a worker id reserved while it mints could issue from a mark already raised for at most
+    // the second until its next full check (and `snowflake_nextval_at` refuses a worker id that
+    // issued live ids since the server started).
     if settings::PAST_WORKER_ID.get() == worker as i32 {
         errors::worker_reserved_for_past(worker);
     }
