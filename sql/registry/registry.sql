@@ -29,11 +29,12 @@
 --   (confirm): Chubby's lock-delay. A holder that renews meanwhile keeps the worker id, and the
 --   claimer's confirmation fails. A lease is renewed only while it runs here. The lease model
 --   in snowflake_core (core/src/lease_model.rs) states these rules and checks them.
--- * Every change bumps the registry's epoch and returns it; each server keeps the highest it
---   has seen with its marks. A server that has seen a later epoch than the registry now has
---   proves that the registry went back in time (restored from a copy, or failed over to a
---   standby that had not received everything): the registry then refuses every call until an
---   administrator runs snowflake_registry.recover().
+-- * A registry restored from a copy, or failed over to a standby that had not received
+--   everything, needs nothing done: what it may have lost proves nothing here (the rule
+--   above), so a holder whose fence it lost is told `lost` and claims again through the
+--   lock-delay, like a claimer of a worker id whose release it lost. (Until registry format 3
+--   an epoch that every call raised froze the registry until recover(); anyone with the
+--   fleet's password could raise it, and the lease model shows the freeze bought no safety.)
 -- * A server that last leased from another registry is refused unless this one imported that
 --   registry's leases (export/import, to move a fleet) or an administrator accepted it.
 
@@ -87,14 +88,9 @@ ALTER TABLE snowflake_registry.leases
   -- turns with the original).
   ADD COLUMN IF NOT EXISTS displaced_at    timestamptz,
   ADD COLUMN IF NOT EXISTS displaced_by    text,
-  -- No new holder starts below this time (after recover(): ids its holders may have issued
-  -- that the registry lost).
-  ADD COLUMN IF NOT EXISTS min_start_at    timestamptz,
   -- Imported from the registry this one took over from, where it was held at the export: only
   -- its holder may take it until that registry is retired.
   ADD COLUMN IF NOT EXISTS elsewhere       boolean NOT NULL DEFAULT false,
-  -- Its holder's lease is to be believed over a fence the registry lost (after recover()).
-  ADD COLUMN IF NOT EXISTS recovered_at    timestamptz,
   -- The SHA-256 of the holder's own secret (a random value kept in its data directory, readable
   -- only by its server): what proves that a caller is that server, not someone who read its
   -- identity in lease_list and has the fleet's password.
@@ -113,15 +109,17 @@ ALTER TABLE snowflake_registry.leases
   -- in this incarnation. A release asked again after a restore, of a lease the copy still has
   -- as held, would otherwise hand the worker id over at once while the server granted it in
   -- the lost history mints (the lease model found this).
-  ADD COLUMN IF NOT EXISTS held_proof      text;
+  ADD COLUMN IF NOT EXISTS held_proof      text,
+  -- registry format 2's recover(): see config below
+  DROP COLUMN IF EXISTS min_start_at, DROP COLUMN IF EXISTS recovered_at;
 
 
 -- The registry itself: one row.
 CREATE TABLE IF NOT EXISTS snowflake_registry.config (
   one                      boolean PRIMARY KEY DEFAULT true CHECK (one),
-  format                   integer NOT NULL DEFAULT 2,
+  format                   integer NOT NULL DEFAULT 3,
   registry_id              uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
-  -- Bumped by every change.
+  -- Read by servers before registry format 3; no longer changed.
   epoch                    bigint NOT NULL DEFAULT 0,
   -- The longest lease a server may take, and the least a claimer waits before it takes over
   -- a worker id whose holder did not give it back.
@@ -134,24 +132,17 @@ CREATE TABLE IF NOT EXISTS snowflake_registry.config (
   -- Exported to a successor: no new claims here.
   moved_to                 uuid,
   moved_at                 timestamptz,
-  -- Refusing every call until recover(): the registry went back in time.
-  frozen_at                timestamptz,
-  frozen_epoch             bigint,
-  frozen_reason            text,
-  -- The server this registry last ran on; claims wait the lock-delay for a while after it
-  -- changes (a restore or a failover may have lost leases).
-  server_system_identifier text,
-  server_timeline          integer,
-  cautious_until           timestamptz,
   created_at               timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 ALTER TABLE snowflake_registry.config
   -- When the leases last imported (import) were exported from the predecessor: a lease held
   -- there then may have been renewed there since.
   ADD COLUMN IF NOT EXISTS predecessor_exported_at timestamptz,
-  -- When the server last changed (above): a claim placed before it waited in a history the
-  -- registry may have lost.
-  ADD COLUMN IF NOT EXISTS server_changed_at timestamptz;
+  -- Registry format 2's freeze, recover() and caution after a change of its server: none kept
+  -- the invariant that the incarnation rules do not (the lease model).
+  DROP COLUMN IF EXISTS frozen_at, DROP COLUMN IF EXISTS frozen_epoch, DROP COLUMN IF EXISTS frozen_reason,
+  DROP COLUMN IF EXISTS server_system_identifier, DROP COLUMN IF EXISTS server_timeline,
+  DROP COLUMN IF EXISTS cautious_until, DROP COLUMN IF EXISTS server_changed_at;
 
 -- The registry's incarnation: one run of one copy of it. Every restore of a base backup (even
 -- on the same timeline), every failover and every restart of its server changes it (the system
@@ -199,19 +190,15 @@ INSERT INTO snowflake_registry.install (proof)
 SELECT snowflake_registry.proof()
  WHERE NOT EXISTS (SELECT FROM snowflake_registry.leases WHERE system_identifier IS NOT NULL)
 ON CONFLICT (one) DO NOTHING;
--- A registry upgraded within the caution after a change of its server: the change was then.
-UPDATE snowflake_registry.config
-   SET server_changed_at = cautious_until - lock_delay_ms * interval '1 millisecond'
- WHERE server_changed_at IS NULL AND cautious_until IS NOT NULL;
-UPDATE snowflake_registry.config SET format = 2;
+UPDATE snowflake_registry.config SET format = 3;
 
 -- What every function of the protocol answers.
 DO $type$
 BEGIN
   IF pg_catalog.to_regtype('snowflake_registry.answer') IS NULL THEN
     CREATE TYPE snowflake_registry.answer AS (
-      -- granted, wait, renewed, released, lost, duplicate, exhausted, held, superseded,
-      -- frozen, behind, foreign, moved, skew, unsafe_role
+      -- granted, wait, renewed, released, lost, duplicate, exhausted, held, foreign, moved,
+      -- skew, ttl, unsafe_role (and, before registry format 3, frozen and behind)
       outcome       text,
       worker        integer,
       fence         bigint,
@@ -222,7 +209,7 @@ BEGIN
       registry_id   uuid,
       lock_delay_ms integer,
       max_skew_ms   integer,
-      min_start_ms  bigint,
+      min_start_ms  bigint,  -- always NULL since registry format 3
       reason        text
     );
   END IF;
@@ -279,16 +266,13 @@ RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN (EXTRACT(epoch FROM t) * 1000)::bigint;
 
 -- Opens a call of the protocol: locks the registry's row (every call is serialized by it) and
--- refuses what no call may do. On success `refusal` is NULL, `c` is the registry's row with the
--- epoch bumped for this call.
+-- refuses what no call may do. On success `refusal` is NULL, `c` is the registry's row.
+-- (p_seen_epoch, the highest epoch the caller has seen, is no longer read: see the rules above.)
 CREATE OR REPLACE FUNCTION snowflake_registry.open(p_registry uuid, p_seen_epoch bigint, p_claiming boolean,
                                                    OUT c snowflake_registry.config,
                                                    OUT refusal snowflake_registry.answer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-  sysid text;
-  tli integer;
 BEGIN
   SELECT * INTO c FROM snowflake_registry.config FOR UPDATE;
   refusal.registry_id := c.registry_id;
@@ -319,26 +303,9 @@ BEGIN
     refusal.reason := pg_catalog.format('synchronous_commit is off for the role %s: a registry''s answer must be durable before it is given', session_user);
     RETURN;
   END IF;
-  IF c.frozen_at IS NOT NULL THEN
-    refusal.outcome := 'frozen';
-    refusal.reason := c.frozen_reason;
-    RETURN;
-  END IF;
   IF p_registry IS NOT NULL AND p_registry <> c.registry_id AND NOT p_registry = ANY (c.accepts) THEN
     refusal.outcome := 'foreign';
     refusal.reason := pg_catalog.format('this server last leased its worker id from registry %s, and this registry (%s) neither imported that registry''s leases nor accepts its servers', p_registry, c.registry_id);
-    RETURN;
-  END IF;
-  IF p_registry = c.registry_id AND p_seen_epoch > c.epoch THEN
-    UPDATE snowflake_registry.config
-       SET frozen_at = pg_catalog.now(),
-           -- No server saw an epoch of 2^62 or more (a call a nanosecond for 146 years): one is
-           -- forged (the fleet's password), and recover() must stay within bigint above it.
-           frozen_epoch = GREATEST(frozen_epoch, LEAST(p_seen_epoch, 4611686018427387904)),
-           frozen_reason = pg_catalog.format('the registry went back in time: a server had seen its epoch %s, and it is now at %s (restored from an older copy, or failed over to a standby that had not received everything); leases granted since that copy may be lost', p_seen_epoch, c.epoch)
-     RETURNING * INTO c;
-    refusal.outcome := 'behind';
-    refusal.reason := c.frozen_reason;
     RETURN;
   END IF;
   IF p_claiming AND c.moved_to IS NOT NULL THEN
@@ -346,20 +313,6 @@ BEGIN
     refusal.reason := pg_catalog.format('this registry''s leases were exported to registry %s at %s: it grants no new lease', c.moved_to, c.moved_at);
     RETURN;
   END IF;
-  -- A new server under the registry (restored, promoted, or a dump loaded elsewhere) may have
-  -- lost leases granted since: claims wait out the lock-delay for a while, during which every
-  -- holder that renews tells whether it went back in time.
-  SELECT s.system_identifier::text INTO sysid FROM pg_catalog.pg_control_system() s;
-  tli := ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer;
-  IF c.server_system_identifier IS DISTINCT FROM sysid OR c.server_timeline IS DISTINCT FROM tli THEN
-    UPDATE snowflake_registry.config
-       SET server_system_identifier = sysid, server_timeline = tli,
-           cautious_until = CASE WHEN c.server_system_identifier IS NULL THEN c.cautious_until
-                                 ELSE pg_catalog.now() + c.lock_delay_ms * interval '1 millisecond' END,
-           server_changed_at = CASE WHEN c.server_system_identifier IS NULL THEN c.server_changed_at
-                                    ELSE pg_catalog.now() END;
-  END IF;
-  UPDATE snowflake_registry.config SET epoch = epoch + 1 RETURNING * INTO c;
 END
 $$;
 
@@ -436,7 +389,6 @@ DECLARE
   -- the row is as the write that proved it left it, in this incarnation (untouched())
   untouched boolean;
   immediate boolean;
-  cautious boolean;
   skew bigint;
   s record;
 BEGIN
@@ -462,7 +414,6 @@ BEGIN
   INSERT INTO snowflake_registry.leases (worker, proof)
   SELECT g, snowflake_registry.proof() FROM pg_catalog.generate_series(p_first, p_last) g
   ON CONFLICT (worker) DO NOTHING;
-  cautious := COALESCE(c.cautious_until > pg_catalog.now(), false);
   -- (a row is this server's only with its secret: someone posing as it under its identity, with
   -- a secret of its own, holds a row of someone else's, which this server neither waits on nor
   -- takes for a copy of itself)
@@ -540,7 +491,7 @@ BEGIN
     -- on the row since wrote a proof of its own, which says nothing of the word. (After a
     -- restore, a worker id given back in the history it lost waited, and the claimer's next
     -- claim, asked again or after a restart, took it at once on the waiting claim's proof.)
-    OR (NOT cautious AND r.displaced_at IS NULL AND NOT r.elsewhere AND r.pending_key IS NULL AND (
+    OR (r.displaced_at IS NULL AND NOT r.elsewhere AND r.pending_key IS NULL AND (
           (r.system_identifier IS NULL AND untouched
            AND (SELECT snowflake_registry.untouched(i.xmin, i.proof) FROM snowflake_registry.install i))
           OR (r.released_by = 'holder' AND untouched)));
@@ -566,7 +517,7 @@ BEGIN
            since = CASE WHEN mine AND l.released_at IS NULL THEN l.since ELSE pg_catalog.now() END,
            renewed_at = pg_catalog.now(),
            expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
-           released_at = NULL, released_by = NULL, elsewhere = false, recovered_at = NULL,
+           released_at = NULL, released_by = NULL, elsewhere = false,
            pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
      WHERE l.worker = r.worker
     RETURNING * INTO r;
@@ -577,7 +528,6 @@ BEGIN
     a := snowflake_registry.claim_again(c, r.worker,
            me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'),
            snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory), CASE
-           WHEN cautious THEN 'the registry''s server changed recently (a restore or a failover may have lost leases)'
            WHEN r.displaced_at IS NOT NULL THEN pg_catalog.format('two starts of this server''s identity held it (%s)', r.displaced_at)
            WHEN r.released_by = 'admin' THEN 'an administrator released it'
            WHEN r.released_by = 'superseded' THEN 'its holder was superseded'
@@ -588,7 +538,6 @@ BEGIN
   END IF;
   a.worker := r.worker;
   a.last_mark := r.last_mark;
-  a.min_start_ms := snowflake_registry.unix_ms(r.min_start_at);
   RETURN a;
 END
 $$;
@@ -604,7 +553,6 @@ BEGIN
   a.worker := r.worker;
   a.fence := r.fence;
   a.last_mark := r.last_mark;
-  a.min_start_ms := snowflake_registry.unix_ms(r.min_start_at);
   RETURN a;
 END
 $$;
@@ -683,7 +631,7 @@ BEGIN
     -- with the same request). Nobody renewed since (a renewal sets its own request).
     IF r.expires_at < pg_catalog.now() THEN
       -- The grant's lease ran out unused: another server may have claimed it meanwhile, and a
-      -- registry whose server changed or that was recovered may have lost a history where one
+      -- registry restored or failed over since may have lost a history where one
       -- waited it out and took the worker id. Claimed again, to be confirmed after another
       -- lock-delay.
       RETURN snowflake_registry.claim_again(c, p_worker, pending, snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
@@ -736,14 +684,6 @@ BEGIN
     RETURN snowflake_registry.claim_again(c, p_worker, pending, r.pending_holder,
              'the registry was restored, failed over or restarted while this server waited', false);
   END IF;
-  IF r.pending_since < c.server_changed_at + c.max_skew_ms * interval '1 millisecond' THEN
-    -- The registry's server changed during the wait (a restore or a failover): in the history
-    -- it lost, the holder may have renewed, or another server taken the worker id and minted.
-    -- Waited out again, from now, in this one. (The claim's time is the old server's clock:
-    -- the clocks of the two may differ by as much as any server's and the registry's.)
-    RETURN snowflake_registry.claim_again(c, p_worker, pending, r.pending_holder,
-             'the registry''s server changed while this server waited (a restore or a failover may have lost leases)', false);
-  END IF;
   -- The claimer's boot clock is what proves the wait; the registry's clock must agree.
   left_ms := r.pending_wait_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()) + snowflake_registry.unix_ms(r.pending_since);
   IF left_ms > 0 THEN
@@ -761,7 +701,7 @@ BEGIN
          ttl_ms = p_ttl_ms, skew_ms = skew,
          since = pg_catalog.now(), renewed_at = pg_catalog.now(),
          expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
-         released_at = NULL, released_by = NULL, elsewhere = false, recovered_at = NULL,
+         released_at = NULL, released_by = NULL, elsewhere = false,
          contested_at = NULL, contested_by = NULL, displaced_at = NULL, displaced_by = NULL,
          pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
    WHERE l.worker = p_worker
@@ -773,8 +713,8 @@ $$;
 -- Renews the caller's lease of p_worker (last seen with p_fence) for p_ttl_ms, recording p_cap
 -- (an id of the worker) below which it will issue. `renewed` with the new fence, or `lost`,
 -- `duplicate` (a copy of the caller holds it) and why.
--- p_ran_out: the holder's lease had run out on its own clock when it sent this renewal (NULL from
--- servers older than the flag).
+-- p_ran_out (the holder's lease had run out on its own clock when it sent this renewal) and
+-- p_seen_epoch are no longer read: this registry judges a renewal by its own lease alone.
 CREATE OR REPLACE FUNCTION snowflake_registry.renew(
   p_system_identifier text, p_host text, p_port integer, p_data_directory text,
   p_boot text, p_secret text, p_timeline integer,
@@ -823,41 +763,14 @@ BEGIN
   END IF;
   -- The same request again: its answer was lost (the holder gave up waiting for it).
   replay := r.fence = p_fence + 1 AND r.last_request = p_request;
-  IF holder = me AND p_registry = c.registry_id AND p_fence > r.fence AND r.recovered_at IS NULL
-     AND r.released_at IS NULL AND NOT r.elsewhere THEN
+  IF holder = me AND p_fence > r.fence AND r.released_at IS NULL AND NOT r.elsewhere THEN
     -- The holder (its secret says so) brings a fence of this lease that this registry never
-    -- gave: a lease's fence only grows here, and reaches a server only in an answer. The
-    -- registry went back in time (restored from an older copy, or failed over to a standby that
-    -- had not received everything) and its epoch did not tell: servers that called it since
-    -- moved it past the holder's. It freezes, as when the epoch tells; a copy of the holder's
-    -- memory would bring a fence at most the registry's. (A lease the copy has as given back is
-    -- not judged so: recover() marks only the leases held, and one given back is answered lost
-    -- and claimed again, after a recovery as before one.)
-    UPDATE snowflake_registry.config
-       SET frozen_at = pg_catalog.now(), frozen_epoch = GREATEST(frozen_epoch, c.epoch),
-           frozen_reason = pg_catalog.format('the registry went back in time: the holder of worker id %s holds its fence %s, and the registry has %s (restored from an older copy, or failed over to a standby that had not received everything); leases granted since that copy may be lost', p_worker, p_fence, r.fence)
-     RETURNING * INTO c;
-    a.outcome := 'behind';
-    a.reason := c.frozen_reason;
-    RETURN a;
-  END IF;
-  IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
-     AND ((r.recovered_at IS NOT NULL AND (p_ran_out OR (p_ran_out IS NULL AND r.expires_at < pg_catalog.now())))
-          -- The registry's server changed recently (a restore, a failover): it may have gone
-          -- back in time, unknown yet, and the fence it has matched in a history it lost.
-          OR (p_ran_out AND c.cautious_until > pg_catalog.now())) THEN
-    -- A registry that went back in time and was recovered knows this lease only as the copy it
-    -- came back from left it. A holder whose lease ran out on its own clock may have been
-    -- waited out in the history the registry lost, and its worker id taken by a server that
-    -- minted, and may mint still: renewed, it would go on at its clock beside that server. It
-    -- claims again instead, and starts above the time that history could have reached
-    -- (min_start_at). The holder's word is the one that counts: the copy's expiry says nothing
-    -- of the lost history (a lock_delay lowered since the copy made the holder's leases
-    -- shorter there). A holder whose lease never ran out held it throughout: nobody could have
-    -- taken it. A server older than the flag is judged by the copy's expiry.
-    a.reason := CASE WHEN p_ran_out
-      THEN 'this server''s lease had run out, and the registry (recovered after it went back in time, or on a server that changed recently) cannot know who held it meanwhile: it may have changed hands in the history the registry lost; this start claims it again'
-      ELSE pg_catalog.format('the registry, recovered after it went back in time, has this lease as run out at %s: it may have changed hands in the history the registry lost; this start claims it again', r.expires_at) END;
+    -- gave: a fence only grows here and reaches a server only in an answer, so the registry
+    -- lost the history that gave it (restored from an older copy, or failed over to a standby
+    -- that had not received everything). In that history the worker id may have changed hands:
+    -- the holder claims it again, through the lock-delay. (A copy of the holder's memory brings
+    -- a fence at most the registry's: that is below.)
+    a.reason := pg_catalog.format('this start holds fence %s of worker id %s, and the registry has %s: it lost the history that gave it (restored from an older copy, or failed over); this start claims it again', p_fence, p_worker, r.fence);
     RETURN a;
   END IF;
   IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
@@ -871,7 +784,7 @@ BEGIN
     RETURN a;
   END IF;
   IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
-     AND (r.fence = p_fence OR replay OR r.recovered_at IS NOT NULL) THEN
+     AND (r.fence = p_fence OR replay) THEN
     IF r.displaced_at > r.since THEN
       -- A copy of this server that lost this lease to it says so: both stop.
       a.outcome := 'duplicate';
@@ -882,20 +795,15 @@ BEGIN
        AND pg_catalog.right(r.pending_key, 64) = pg_catalog.encode(r.secret_hash, 'hex') THEN
       copy := r.pending_holder || ', start ' || pg_catalog.split_part(pg_catalog.substr(r.pending_key, pg_catalog.length(me) + 2), '|', 1);
     END IF;
-    -- Renewed over a recovery, the fence continues the holder's own (the registry lost the
-    -- later ones), so that this request, asked again after its answer was lost, is known as
-    -- itself (replay) and not taken for a copy's.
     UPDATE snowflake_registry.leases l
        SET held_proof = snowflake_registry.proof(),
-           fence = CASE WHEN replay THEN l.fence
-                        WHEN l.recovered_at IS NOT NULL THEN GREATEST(l.fence, p_fence) + 1
-                        ELSE l.fence + 1 END,
+           fence = CASE WHEN replay THEN l.fence ELSE l.fence + 1 END,
            last_request = p_request,
            renewed_at = pg_catalog.now(),
            expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
            ttl_ms = p_ttl_ms, timeline = p_timeline,
            skew_ms = p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()),
-           last_mark = GREATEST(l.last_mark, p_cap), recovered_at = NULL,
+           last_mark = GREATEST(l.last_mark, p_cap),
            contested_at = CASE WHEN copy IS NOT NULL THEN pg_catalog.now() ELSE l.contested_at END,
            contested_by = COALESCE(copy, l.contested_by),
            pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
@@ -909,21 +817,6 @@ BEGIN
     IF copy IS NOT NULL THEN
       a.reason := pg_catalog.format('another start of this server''s identity (%s) tried to claim worker id %s: a copy of this server runs; this one keeps it', copy, p_worker);
     END IF;
-    RETURN a;
-  END IF;
-  IF holder = me AND r.released_at IS NULL AND NOT r.elsewhere AND r.boot IS DISTINCT FROM p_boot
-     AND r.expires_at >= pg_catalog.now() AND r.recovered_at IS NOT NULL THEN
-    -- Another start of this server holds it by the word of a registry that went back in time
-    -- and was recovered: no proof that two run. It is as likely the start this one replaced
-    -- after a kill (on the same machine run, at once), the lease it had when the copy the
-    -- registry came back from was taken still running. This start stops using it and claims
-    -- again (waiting out the lock-delay: displaced, the lease is never taken at once); that
-    -- start, if it does run, is told at its next renewal that a copy runs, and stops, before
-    -- the lock-delay has passed.
-    UPDATE snowflake_registry.leases l
-       SET displaced_at = pg_catalog.now(), displaced_by = 'start ' || p_boot
-     WHERE l.worker = p_worker;
-    a.reason := pg_catalog.format('the registry, recovered after it went back in time, names another start of this server (boot %s) as its holder: this start claims it again', r.boot);
     RETURN a;
   END IF;
   IF holder = me AND r.released_at IS NULL AND NOT r.elsewhere
@@ -1005,7 +898,6 @@ AS $$
 DECLARE
   r snowflake_registry.leases;
 BEGIN
-  UPDATE snowflake_registry.config SET epoch = epoch + 1;
   UPDATE snowflake_registry.leases l
      SET released_at = pg_catalog.now(), released_by = 'admin',
          pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
@@ -1020,35 +912,8 @@ BEGIN
 END
 $$;
 
--- After the registry went back in time (it says so, frozen): serves again. Every lease whose
--- holder still runs continues (each holder's next renewal is believed over the fence the
--- registry lost, and records its cap again); every new holder starts above the time the
--- registry's lost history could have reached, and waits out the lock-delay first.
-CREATE OR REPLACE FUNCTION snowflake_registry.recover(p_epoch bigint DEFAULT NULL)
-RETURNS text
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  c snowflake_registry.config;
-  until timestamptz;
-BEGIN
-  SELECT * INTO c FROM snowflake_registry.config FOR UPDATE;
-  -- Above any epoch a server can have seen: the lost history bumped it at most once per call.
-  UPDATE snowflake_registry.config
-     SET epoch = GREATEST(epoch, COALESCE(frozen_epoch, 0), COALESCE(p_epoch, 0)) + 1000000000,
-         frozen_at = NULL, frozen_epoch = NULL, frozen_reason = NULL,
-         cautious_until = pg_catalog.now() + lock_delay_ms * interval '1 millisecond'
-  RETURNING * INTO c;
-  -- A holder's ids run at most its lease, its marks' reach (2 s, twice) and the clock skew
-  -- allowed ahead of the registry's clock.
-  until := pg_catalog.now() + (c.lock_delay_ms + 2 * c.max_skew_ms + 4000) * interval '1 millisecond';
-  UPDATE snowflake_registry.leases l
-     SET recovered_at = CASE WHEN l.released_at IS NULL THEN pg_catalog.now() END,
-         min_start_at = GREATEST(l.min_start_at, until),
-         pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL;
-  RETURN pg_catalog.format('the registry serves again at epoch %s; new holders start after %s', c.epoch, until);
-END
-$$;
+-- Registry format 2's way out of its freeze: nothing freezes now.
+DROP FUNCTION IF EXISTS snowflake_registry.recover(bigint);
 
 -- Lets servers that last leased from registry p_registry lease here although this one did not
 -- import its leases: an administrator's word that none of them still holds a worker id there
@@ -1058,8 +923,7 @@ RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
   UPDATE snowflake_registry.config
-     SET accepts = (SELECT pg_catalog.array_agg(DISTINCT u) FROM pg_catalog.unnest(accepts || p_registry) u),
-         epoch = epoch + 1;
+     SET accepts = (SELECT pg_catalog.array_agg(DISTINCT u) FROM pg_catalog.unnest(accepts || p_registry) u);
 END;
 
 -- Moving a fleet to a new registry: in the old one, export() (it then grants no new lease);
@@ -1078,7 +942,7 @@ BEGIN
       USING ERRCODE = 'null_value_not_allowed', HINT = 'Run SELECT registry_id FROM snowflake_registry.identity() in the new registry.';
   END IF;
   UPDATE snowflake_registry.config
-     SET moved_to = p_successor, moved_at = COALESCE(moved_at, pg_catalog.now()), epoch = epoch + 1
+     SET moved_to = p_successor, moved_at = COALESCE(moved_at, pg_catalog.now())
   RETURNING * INTO c;
   RETURN pg_catalog.jsonb_build_object(
     'registry_id', c.registry_id, 'epoch', c.epoch, 'lock_delay_ms', c.lock_delay_ms,
@@ -1113,8 +977,7 @@ BEGIN
   END IF;
   UPDATE snowflake_registry.config
      SET predecessor = old, predecessor_exported_at = exported,
-         accepts = (SELECT pg_catalog.array_agg(DISTINCT u) FROM pg_catalog.unnest(accepts || old) u),
-         epoch = epoch + 1;
+         accepts = (SELECT pg_catalog.array_agg(DISTINCT u) FROM pg_catalog.unnest(accepts || old) u);
   FOR e IN SELECT * FROM pg_catalog.jsonb_array_elements(p_doc -> 'leases') LOOP
     l := pg_catalog.jsonb_populate_record(NULL::snowflake_registry.leases, e);
     -- Held there at the export (and not given back): only its holder may take it here, until
@@ -1122,12 +985,11 @@ BEGIN
     held := l.system_identifier IS NOT NULL AND l.released_at IS NULL;
     INSERT INTO snowflake_registry.leases AS x
            (worker, system_identifier, host, port, data_directory, timeline, boot, host_run, secret_hash, fence,
-            since, renewed_at, expires_at, ttl_ms, last_mark, released_at, released_by, elsewhere, min_start_at)
+            since, renewed_at, expires_at, ttl_ms, last_mark, released_at, released_by, elsewhere)
     VALUES (l.worker, l.system_identifier, l.host, l.port, l.data_directory, l.timeline, l.boot, l.host_run, l.secret_hash, 0,
-            l.since, l.renewed_at, l.expires_at, l.ttl_ms, l.last_mark, l.released_at, l.released_by, held, l.min_start_at)
+            l.since, l.renewed_at, l.expires_at, l.ttl_ms, l.last_mark, l.released_at, l.released_by, held)
     ON CONFLICT (worker) DO UPDATE
       SET last_mark = GREATEST(x.last_mark, EXCLUDED.last_mark),
-          min_start_at = GREATEST(x.min_start_at, EXCLUDED.min_start_at),
           -- rows not taken up here yet follow the old registry
           system_identifier = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.system_identifier ELSE x.system_identifier END,
           host = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.host ELSE x.host END,
@@ -1180,7 +1042,6 @@ BEGIN
   END IF;
   UPDATE snowflake_registry.leases SET elsewhere = false WHERE elsewhere;
   GET DIAGNOSTICS n = ROW_COUNT;
-  UPDATE snowflake_registry.config SET epoch = epoch + 1;
   RETURN pg_catalog.format('registry %s retired; %s worker ids left there are free after the lock-delay', c.predecessor, n);
 END
 $$;
@@ -1196,8 +1057,7 @@ DECLARE
 BEGIN
   UPDATE snowflake_registry.config
      SET lock_delay_ms = COALESCE((EXTRACT(epoch FROM p_lock_delay) * 1000)::integer, lock_delay_ms),
-         max_skew_ms = COALESCE((EXTRACT(epoch FROM p_max_skew) * 1000)::integer, max_skew_ms),
-         epoch = epoch + 1
+         max_skew_ms = COALESCE((EXTRACT(epoch FROM p_max_skew) * 1000)::integer, max_skew_ms)
   RETURNING * INTO c;
   RETURN pg_catalog.format('lock_delay %s ms, max_skew %s ms', c.lock_delay_ms, c.max_skew_ms);
 END
