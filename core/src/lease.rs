@@ -21,11 +21,13 @@
 //!   renewed meanwhile. The registry's word alone (expired, released by hand, superseded,
 //!   restored) never lets a server mint at once.
 //! * **A new holder starts above its predecessors' ids**: above the last cap the registry
-//!   recorded, above the time the registry says no predecessor's ids can reach (after a
-//!   recovery), and above its own clock, which the registry checked at the claim.
-//! * **A registry that went back in time is refused**: every answer carries the registry's
-//!   epoch, which every change bumps; each server keeps the highest it has seen, with its
-//!   marks, and a registry behind it freezes until an administrator recovers it.
+//!   recorded (and, from a registry of format 2, above the time it said no predecessor's ids
+//!   can reach after a recovery), and above its own clock, which the registry checked at the
+//!   claim.
+//! * **A registry that went back in time needs nothing done**: its word counts only where it
+//!   was written in its current incarnation (`lease_model`). Every answer still carries an
+//!   epoch, which each server keeps with its marks and sends back; only a registry of format 2
+//!   reads it (and froze on a later one until an administrator recovered it).
 
 use crate::layout::Layout;
 
@@ -216,7 +218,8 @@ impl Outcome {
 
 /// The registry a server last leased from, and the highest epoch it has seen there: kept with
 /// the marks, so that a restart (or a promoted standby, or a restored backup) still tells a
-/// registry that went back in time, and a registry that is not the one it leased from.
+/// registry that is not the one it leased from (and, to a registry of format 2, one that went
+/// back in time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Seen {
     /// The registry's id (a UUID, as 128 bits), 0 while none.

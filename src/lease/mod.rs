@@ -143,9 +143,9 @@ fn refuse(shared: &Shared) -> ! {
         ),
         Standing::Frozen => (
             format!("the registry ({registry}) refuses every lease: {why}"),
-            "An administrator of the registry must check it, then run SELECT \
-             snowflake_registry.recover() there (see docs/deployment.md, \"A registry that went \
-             back in time\").",
+            "The registry runs format 2, which froze: its owner runs sql/registry/registry.sql \
+             of this version there (format 3 never freezes: docs/leases.md, \"Running \
+             registry.sql again\").",
         ),
         Standing::Foreign => (
             format!("the registry ({registry}) is not the one it leased from: {why}"),

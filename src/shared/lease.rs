@@ -53,7 +53,7 @@ pub enum Standing {
     Superseded,
     /// A copy of this server holds the worker id: this one stopped for good.
     Duplicate,
-    /// The registry went back in time, or an administrator must recover it first.
+    /// A registry of format 2 froze (it went back in time): it must be upgraded or recovered.
     Frozen,
     /// The registry is not the one this server leased from, and does not carry its leases.
     Foreign,

@@ -30,8 +30,8 @@ impl Keeper {
     /// Records in the registry the cap for `held` (from now, above `floor` if the worker is
     /// new), renewing it; the lease renewed, or `None` (and the lease stopped if it is gone).
     /// `until`: the boot time until which the lease this renews could be used. Past it, the
-    /// registry is told that the lease ran out here: one that went back in time and was
-    /// recovered cannot know that nobody took it meanwhile, and makes this server claim again.
+    /// registry is told that the lease ran out here (a registry of format 2, recovered after it
+    /// went back in time, made such a server claim again; format 3 judges by its own lease).
     pub(super) fn record_cap(&mut self, held: Held, floor: u64, until: u64) -> Option<Held> {
         let p = self.shared.params;
         let slot = self.shared.slot(held.worker);

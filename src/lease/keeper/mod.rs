@@ -13,8 +13,8 @@
 //!
 //! The keeper remembers, through the mark writer and with the marks, the registry it leased
 //! from and the highest epoch it saw there, and sends both with every call: the registry
-//! refuses a server that comes from another registry whose leases it does not carry, and
-//! freezes when a server proves it went back in time. Every network wait is bounded and
+//! refuses a server that comes from another registry whose leases it does not carry (a
+//! registry of format 2 also froze on an epoch later than its own). Every network wait is bounded and
 //! answers SIGTERM.
 
 pub(crate) mod claim;
