@@ -988,23 +988,14 @@ BEGIN
             since, renewed_at, expires_at, ttl_ms, last_mark, released_at, released_by, elsewhere)
     VALUES (l.worker, l.system_identifier, l.host, l.port, l.data_directory, l.timeline, l.boot, l.host_run, l.secret_hash, 0,
             l.since, l.renewed_at, l.expires_at, l.ttl_ms, l.last_mark, l.released_at, l.released_by, held)
-    ON CONFLICT (worker) DO UPDATE
-      SET last_mark = GREATEST(x.last_mark, EXCLUDED.last_mark),
-          -- rows not taken up here yet follow the old registry
-          system_identifier = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.system_identifier ELSE x.system_identifier END,
-          host = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.host ELSE x.host END,
-          port = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.port ELSE x.port END,
-          data_directory = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.data_directory ELSE x.data_directory END,
-          timeline = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.timeline ELSE x.timeline END,
-          boot = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.boot ELSE x.boot END,
-          host_run = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.host_run ELSE x.host_run END,
-          secret_hash = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.secret_hash ELSE x.secret_hash END,
-          renewed_at = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.renewed_at ELSE x.renewed_at END,
-          expires_at = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.expires_at ELSE x.expires_at END,
-          ttl_ms = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.ttl_ms ELSE x.ttl_ms END,
-          released_at = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.released_at ELSE x.released_at END,
-          released_by = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.released_by ELSE x.released_by END,
-          elsewhere = CASE WHEN x.elsewhere OR x.system_identifier IS NULL THEN EXCLUDED.elsewhere ELSE false END;
+    ON CONFLICT (worker) DO UPDATE SET last_mark = GREATEST(x.last_mark, EXCLUDED.last_mark);
+    -- rows not taken up here yet follow the old registry
+    UPDATE snowflake_registry.leases x
+       SET (system_identifier, host, port, data_directory, timeline, boot, host_run, secret_hash,
+            renewed_at, expires_at, ttl_ms, released_at, released_by, elsewhere)
+         = (l.system_identifier, l.host, l.port, l.data_directory, l.timeline, l.boot, l.host_run, l.secret_hash,
+            l.renewed_at, l.expires_at, l.ttl_ms, l.released_at, l.released_by, held)
+     WHERE x.worker = l.worker AND (x.elsewhere OR x.system_identifier IS NULL);
     n := n + 1;
   END LOOP;
   RETURN pg_catalog.format('%s worker ids imported from registry %s (exported %s)', n, old, exported);
