@@ -127,13 +127,16 @@ pub enum Outcome {
     Duplicate,
     /// No worker id of the range is free.
     Exhausted,
-    /// The pinned worker id (`snowflake.worker_id` set by hand) is held by another server.
-    Held,
+    /// The pinned worker id (`snowflake.worker_id` set by hand) is held by another server
+    /// (`Standing::Taken` on this server; the registry's word, `held`, is kept for servers of
+    /// every version).
+    Taken,
     /// A standby promoted after the caller replaced it.
     Superseded,
-    /// The registry refuses everything until an administrator recovers it.
+    /// A registry of format 2 refuses everything until an administrator recovers it (format 3
+    /// never answers it).
     Frozen,
-    /// The registry went back in time (the caller had seen a later epoch): it froze.
+    /// A registry of format 2 went back in time (the caller had seen a later epoch): it froze.
     Behind,
     /// The caller last leased from another registry, whose leases this one does not carry.
     Foreign,
@@ -164,7 +167,7 @@ impl Outcome {
                 | Outcome::Lost
                 | Outcome::Duplicate
                 | Outcome::Exhausted
-                | Outcome::Held
+                | Outcome::Taken
                 | Outcome::Superseded
         )
     }
@@ -179,7 +182,7 @@ impl Outcome {
             Outcome::Lost => "lost",
             Outcome::Duplicate => "duplicate",
             Outcome::Exhausted => "exhausted",
-            Outcome::Held => "held",
+            Outcome::Taken => "held",
             Outcome::Superseded => "superseded",
             Outcome::Frozen => "frozen",
             Outcome::Behind => "behind",
@@ -201,7 +204,7 @@ impl Outcome {
             "lost" => Outcome::Lost,
             "duplicate" => Outcome::Duplicate,
             "exhausted" => Outcome::Exhausted,
-            "held" => Outcome::Held,
+            "held" => Outcome::Taken,
             "superseded" => Outcome::Superseded,
             "frozen" => Outcome::Frozen,
             "behind" => Outcome::Behind,

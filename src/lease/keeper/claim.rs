@@ -130,7 +130,7 @@ impl Keeper {
     pub(super) fn refused(&mut self, outcome: Outcome, reason: &str) {
         let standing = match outcome {
             Outcome::Exhausted => Standing::Exhausted,
-            Outcome::Held => Standing::Taken,
+            Outcome::Taken => Standing::Taken,
             Outcome::Superseded => Standing::Superseded,
             Outcome::Duplicate => return self.stop_for_good(reason),
             Outcome::Frozen | Outcome::Behind => Standing::Frozen,
