@@ -1,4 +1,4 @@
--- The worker-id registry of snowflake_ext (registry format 2): a schema snowflake_registry in a
+-- The worker-id registry of snowflake_ext (registry format 3): a schema snowflake_registry in a
 -- database the whole fleet reaches (snowflake.registry). Any PostgreSQL 14 to 18 serves, with or
 -- without snowflake_ext installed.
 --
@@ -156,7 +156,8 @@ ALTER TABLE snowflake_registry.config
 CREATE OR REPLACE FUNCTION snowflake_registry.incarnation()
 RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
-  SELECT s.system_identifier::text || '/' || pg_catalog.pg_postmaster_start_time()::text
+  -- (the start time as a number: its text would follow the session's TimeZone and DateStyle)
+  SELECT s.system_identifier::text || '/' || EXTRACT(epoch FROM pg_catalog.pg_postmaster_start_time())::text
          || '/' || 'snowflake_registry.leases'::pg_catalog.regclass::pg_catalog.oid::text
     FROM pg_catalog.pg_control_system() s
 $$;
@@ -616,6 +617,13 @@ BEGIN
   c := o.c;
   a := o.refusal;
   IF a.outcome IS NOT NULL THEN RETURN a; END IF;
+  -- As in claim and renew: a lease no longer than the lock-delay, which is what the next
+  -- claimer waits (the fleet's role confirming its own claim would otherwise hold a worker id
+  -- as long as it likes; a lock_delay lowered meanwhile would make the next claimer wait less
+  -- than this holder counts).
+  IF p_ttl_ms IS NULL OR p_ttl_ms > c.lock_delay_ms THEN
+    RETURN snowflake_registry.answer(c, 'ttl', pg_catalog.format('a lease of %s ms is longer than the registry''s lock_delay, %s ms', p_ttl_ms, c.lock_delay_ms));
+  END IF;
   -- The claimer's clock is checked again: it starts from it now, a lock-delay after its claim.
   skew := p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp());
   IF abs(skew) > c.max_skew_ms THEN
@@ -713,8 +721,8 @@ $$;
 -- Renews the caller's lease of p_worker (last seen with p_fence) for p_ttl_ms, recording p_cap
 -- (an id of the worker) below which it will issue. `renewed` with the new fence, or `lost`,
 -- `duplicate` (a copy of the caller holds it) and why.
--- p_ran_out (the holder's lease had run out on its own clock when it sent this renewal) and
--- p_seen_epoch are no longer read: this registry judges a renewal by its own lease alone.
+-- p_ran_out: the holder's lease had run out on its own clock when it sent this renewal (NULL from
+-- servers older than the flag). p_seen_epoch is no longer read.
 CREATE OR REPLACE FUNCTION snowflake_registry.renew(
   p_system_identifier text, p_host text, p_port integer, p_data_directory text,
   p_boot text, p_secret text, p_timeline integer,
@@ -744,6 +752,15 @@ BEGIN
     a.reason := pg_catalog.format('a lease of %s ms is longer than the registry''s lock_delay, %s ms', p_ttl_ms, c.lock_delay_ms);
     RETURN a;
   END IF;
+  -- Whether a lease still runs here is read on this registry's clock, which counts only while
+  -- it agrees with the holder's, as at a claim: a registry failed over to a server whose clock
+  -- is behind would otherwise renew a lease that ran out in the history it lost, beside the
+  -- server that waited it out there (found by review; the lease model has one registry clock).
+  IF p_clock_ms IS NULL OR abs(p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp())) > c.max_skew_ms THEN
+    a.outcome := 'skew';
+    a.reason := pg_catalog.format('this server''s clock is %s ms from the registry''s (at most %s ms are accepted)', p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()), c.max_skew_ms);
+    RETURN a;
+  END IF;
   SELECT l.* INTO r FROM snowflake_registry.leases l WHERE l.worker = p_worker FOR UPDATE;
   IF NOT FOUND THEN
     a.reason := 'the registry has no such lease';
@@ -753,6 +770,14 @@ BEGIN
   IF holder = me AND r.secret_hash IS DISTINCT FROM snowflake_registry.secret_hash(p_secret) THEN
     -- Someone with the fleet's password posing as the holder: told nothing, changes nothing.
     a.reason := 'the caller is not the lease''s holder';
+    RETURN a;
+  END IF;
+  IF holder = me AND p_ran_out AND NOT (SELECT snowflake_registry.untouched(l.xmin, l.held_proof)
+                                          FROM snowflake_registry.leases l WHERE l.worker = p_worker) THEN
+    -- The holder's lease ran out on its own clock: renewing it rests on the registry's word
+    -- that nobody took it meanwhile, which counts only where this incarnation recorded the
+    -- holder's last grant or renewal (the rule of claim's C and D). It claims again.
+    a.reason := 'this server''s lease ran out on its own clock, and this registry did not record its last renewal (restored, failed over or restarted since): it may have changed hands in the history that was lost; this start claims it again';
     RETURN a;
   END IF;
   IF c.moved_to IS NOT NULL AND r.expires_at < pg_catalog.now() THEN
