@@ -370,32 +370,60 @@ fn a_holder_whose_lease_ran_out_is_not_renewed_by_a_recovered_registry_whose_cop
     );
 }
 
-/// A registry whose server has just changed (a restore, a failover) may have gone back in time
-/// before anyone can tell (no server that saw a later epoch has called yet), and a fence that
-/// matches there may match in the history it lost, where the holder, stalled past its lease,
-/// may have been replaced. Such a holder claims again instead of renewing. (The change of
-/// server is made by hand: the registry's record of its server's timeline set back, as after
-/// a promotion.)
+/// The registry's server restarted (a new incarnation of the registry, as a failover or a
+/// restore makes one, here with nothing lost), with nothing run on it: every holder renews
+/// there as before (a fence the registry gave, of a lease that runs), keeps its lease without
+/// a wait, and mints throughout. (Until registry format 3 claims waited out a "caution" of a
+/// lock-delay after every change of the registry's server.)
 #[test]
-fn a_holder_whose_lease_ran_out_is_not_renewed_by_a_registry_whose_server_just_changed() {
-    let (registry, holder, keeper) = a_holder_of_7_whose_keeper_stalls("handover-ranout-changed");
-    let mut c = holder.connect();
-    its_lease_runs_out_on_its_clock(&mut c);
+fn a_holder_keeps_its_worker_id_across_a_restart_of_the_registrys_server_with_nothing_run_there() {
+    let registry = registry("handover-registry-restart-registry");
+    // Leases of 20 s, renewed every 7: the restart is short beside them.
     registry
         .connect()
-        .batch_execute("UPDATE snowflake_registry.config SET server_timeline = server_timeline - 1")
+        .batch_execute("SELECT snowflake_registry.set_limits(interval '20 s')")
         .unwrap();
-    signal(&keeper, "-CONT");
-    wait_for("the holder to mint again", PATIENCE, || {
-        c.query_one("SELECT snowflake_nextval()", &[])
-            .ok()
-            .map(|row| row.get::<_, i64>(0))
-    });
-    assert!(
-        holder.log().contains("this server's lease had run out"),
-        "the holder renewed a lease that had run out, by a fence of a registry whose server had just changed:\n{}",
-        holder.log()
+    let holder = leasing_server(
+        "handover-registry-restart-holder",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=20s"],
     );
+    assert_eq!(leased(&holder), 7);
+    let since: String = registry
+        .connect()
+        .scalar("SELECT since::text FROM snowflake_registry.leases WHERE worker = 7");
+    let minting = Minter::start(holder.conninfo("postgres"), 100);
+    wait_until("ids before the restart", PATIENCE, || minting.got() > 0);
+    registry.stop();
+    registry.start();
+    let mut r = registry.connect();
+    wait_until("a renewal by the restarted registry", PATIENCE, || {
+        r.scalar(
+            "SELECT renewed_at > pg_postmaster_start_time() FROM snowflake_registry.leases
+              WHERE worker = 7",
+        )
+    });
+    let before = minting.got();
+    wait_until("ids after the renewal", PATIENCE, || minting.got() > before);
+    let minted = minting.finish();
+    assert_eq!(
+        minted.refused, 0,
+        "minting stopped: {:?}",
+        minted.last_refusal
+    );
+    // The same lease all along: never lost, never claimed again.
+    let same: bool = r
+        .query_one(
+            "SELECT since = $1::text::timestamptz AND pending_key IS NULL AND released_at IS NULL
+               FROM snowflake_registry.leases WHERE worker = 7",
+            &[&since],
+        )
+        .unwrap()
+        .get(0);
+    assert!(same, "the holder lost its lease at the registry's restart");
+    assert!(registry_status(&mut holder.connect()).starts_with("held"));
+    let ids: Vec<i64> = minted.ids.iter().map(|(_, id)| *id).collect();
+    assert_strictly_increasing(&ids);
 }
 
 /// What the registry answered a claim or a confirmation.
@@ -535,10 +563,15 @@ fn the_claim_of_7_waited_out(r: &mut postgres::Client) {
     .unwrap();
 }
 
-/// The registry's server changed, as a restore or a failover changes it (by hand).
-fn the_registrys_server_changed(r: &mut postgres::Client) {
-    r.batch_execute("UPDATE snowflake_registry.config SET server_timeline = server_timeline - 1")
-        .unwrap();
+/// The registry's server restarted: a new incarnation of the registry, as a restore or a
+/// failover makes one. New sessions to it, as the fleet's role and as its owner.
+fn the_registrys_server_restarted(registry: &Cluster) -> (postgres::Client, postgres::Client) {
+    registry.stop();
+    registry.start();
+    (
+        connect_as(registry, "postgres", "fleet"),
+        registry.connect(),
+    )
 }
 
 /// Worker id 7 held by the start `boot-h`, whose lease ran out (killed on a machine since
@@ -609,21 +642,26 @@ fn a_claim_repeating_a_confirmation_whose_answer_was_lost_is_granted_with_its_fe
     assert_eq!(another.outcome, "duplicate", "{another:?}");
 }
 
-/// A claim placed before the registry's server changed (a failover, a restore) waited in a
-/// history the registry may have lost, where the holder may have renewed or another server
-/// taken the worker id: once the lock-delay has passed, it is not granted but claimed again,
-/// to wait in this one.
+/// A claim placed in another incarnation of the registry (before a restart, a failover, a
+/// restore) waited in a history the registry may have lost, where the holder may have renewed
+/// or another server taken the worker id: once the lock-delay has passed, it is not granted
+/// but claimed again, to wait in this one; waited out there, it is granted (nothing else holds
+/// it up: no caution after a change of the registry's server since registry format 3).
 #[test]
-fn a_claim_that_waited_while_the_registrys_server_changed_waits_again() {
+fn a_claim_that_waited_while_the_registry_restarted_waits_again_then_is_granted() {
     let registry = registry("handover-changed-while-waiting-registry");
     let mut fleet = connect_as(&registry, "postgres", "fleet");
     let mut r = registry.connect();
     let token = claimed_after_a_reboot(&mut fleet, &mut r);
     the_claim_of_7_waited_out(&mut r);
-    the_registrys_server_changed(&mut r);
+    let (mut fleet, mut r) = the_registrys_server_restarted(&registry);
     let a = confirm_7_as(&mut fleet, "boot-h2", "run-h2", token, 51);
     assert_eq!(a.outcome, "wait", "{a:?}");
-    assert_ne!(a.token, Some(token));
+    let again = a.token.unwrap();
+    assert_ne!(again, token);
+    the_claim_of_7_waited_out(&mut r);
+    let granted = confirm_7_as(&mut fleet, "boot-h2", "run-h2", again, 52);
+    assert_eq!(granted.outcome, "granted", "{granted:?}");
 }
 
 /// Claims one of worker ids 7 and 8 through `fleet` as the start `boot-h` that brings `fence`
@@ -815,9 +853,9 @@ fn a_renewal_for_a_shorter_lease_never_ends_the_one_granted_before() {
     assert!(kept, "the renewal shortened the lease granted before");
 }
 
-/// A claim made to wait again across a change of the registry's server leaves the holder's
-/// request as it was: the holder's renewal whose answer was lost, asked again, is still known
-/// as itself, not taken for a copy's memory.
+/// A claim made to wait again across a restart of the registry's server (a new incarnation)
+/// leaves the holder's request as it was: the holder's renewal whose answer was lost, asked
+/// again, is still known as itself, not taken for a copy's memory.
 #[test]
 fn a_claim_waiting_again_keeps_the_holders_request_in_flight_known() {
     let registry = registry("handover-keeps-request-registry");
@@ -830,14 +868,11 @@ fn a_claim_waiting_again_keeps_the_holders_request_in_flight_known() {
     the_lease_of_7_ran_out(&mut r);
     let token = claim_7_by(&mut fleet, &OTHER, None, None).token.unwrap();
     the_claim_of_7_waited_out(&mut r);
-    the_registrys_server_changed(&mut r);
+    let (mut fleet, mut r) = the_registrys_server_restarted(&registry);
     assert_eq!(confirm_7_by(&mut fleet, &OTHER, token, 300).outcome, "wait");
-    // The caution after the change has passed; the holder resumes and asks again. Its request
-    // is still known, but the lease it renewed ran out here: a repeat no longer renews a lease
-    // that ran out (it may have been waited out and taken in a history a restore lost, since
-    // 0.5.0); the holder claims again.
-    r.batch_execute("UPDATE snowflake_registry.config SET cautious_until = now() - interval '1 s'")
-        .unwrap();
+    // The holder resumes and asks again. Its request is still known, but the lease it renewed
+    // ran out here: a repeat no longer renews a lease that ran out (it may have been waited out
+    // and taken in a history a restore lost, since 0.5.0); the holder claims again.
     assert_eq!(renew_7_as_the_same_start(&mut fleet, fence, 101), "lost");
     let last_request: i64 =
         r.scalar("SELECT last_request FROM snowflake_registry.leases WHERE worker = 7");
