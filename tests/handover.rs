@@ -2020,3 +2020,133 @@ fn every_secret_of_a_connection_string_is_refused_and_never_shown() {
     server.wait_for_log("snowflake.registry holds a secret (sslpassword)");
     assert!(!server.log().contains(SECRET));
 }
+
+/// Renews worker id 7 as the start `boot-h`, its clock `offset_ms` from the registry's, saying
+/// whether its lease had run out on its own clock: the registry's answer.
+fn renew_7_with(fleet: &mut postgres::Client, fence: i64, offset_ms: i64, ran_out: bool) -> String {
+    fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.renew('sysid-h', 'host-h', 5432, '/h', 'boot-h',
+                     'a-secret-of-the-holder-32-chars!', 1, 7, $1, 99, 0, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint + $2, NULL, NULL, $3)",
+            &[&fence, &offset_ms, &ran_out],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// Whether the lease of worker id 7 is a lease at all is read on the registry's clock, so a
+/// renewal counts only from a holder whose clock agrees with it within `max_skew`, as a claim
+/// does: a registry failed over to a server whose clock is behind would otherwise renew a lease
+/// that ran out, by the fleet's clocks, in the history it lost (found by review).
+#[test]
+fn a_renewal_from_a_clock_more_than_max_skew_from_the_registrys_is_refused_as_skew() {
+    let registry = registry("handover-renew-skew-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let (outcome, fence) = claim_7_as_the_same_start(&mut fleet, None);
+    assert_eq!(outcome, "granted");
+    let fence = fence.unwrap();
+    assert_eq!(renew_7_with(&mut fleet, fence, 60_000, false), "skew");
+    assert_eq!(renew_7_with(&mut fleet, fence, -60_000, false), "skew");
+    // Nothing was written: the fence is the one the holder has, and it renews with it.
+    assert_eq!(renew_7_with(&mut fleet, fence, 0, false), "renewed");
+}
+
+/// A holder whose lease ran out on its own clock (it stalled) is renewed only where this
+/// incarnation of the registry recorded its last grant or renewal: a registry restored or
+/// failed over since may have lost a history where another server waited the lease out and
+/// took the worker id. Here the registry's server restarted (a new incarnation) and its row
+/// still has the lease running (as a copy taken a while ago can): the holder is told `lost`.
+/// A holder whose lease still runs on its clock renews there as before.
+#[test]
+fn a_holder_whose_lease_ran_out_on_its_clock_is_renewed_only_on_this_incarnations_record() {
+    let registry = registry("handover-ran-out-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let (outcome, fence) = claim_7_as_the_same_start(&mut fleet, None);
+    assert_eq!(outcome, "granted");
+    let fence = fence.unwrap();
+    assert_eq!(
+        renew_7_with(&mut fleet, fence, 0, true),
+        "renewed",
+        "same incarnation"
+    );
+    let (mut fleet, mut r) = the_registrys_server_restarted(&registry);
+    let running: bool =
+        r.scalar("SELECT expires_at > now() FROM snowflake_registry.leases WHERE worker = 7");
+    assert!(
+        running,
+        "the lease ran out during the restart: the test proves nothing"
+    );
+    assert_eq!(renew_7_with(&mut fleet, fence + 1, 0, true), "lost");
+    let (mut fleet, _) = the_registrys_server_restarted(&registry);
+    let (outcome, fence) = claim_7_as_the_same_start(&mut fleet, Some(fence + 1));
+    assert_eq!(
+        outcome, "granted",
+        "the same start, within its lease, continues"
+    );
+    assert_eq!(
+        renew_7_with(&mut fleet, fence.unwrap(), 0, false),
+        "renewed"
+    );
+}
+
+/// A confirmation takes no lease longer than the registry's lock-delay, as a claim and a
+/// renewal do not: the next claimer waits the lock-delay, and the fleet's role confirming a
+/// claim of its own would otherwise hold a worker id for as long as it likes (found by review).
+#[test]
+fn a_confirmation_for_a_lease_longer_than_the_lock_delay_is_refused() {
+    let registry = registry("handover-confirm-ttl-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let mut r = registry.connect();
+    assert_eq!(
+        claim_7_by(&mut fleet, &OTHER, None, Some(1)).outcome,
+        "granted"
+    );
+    the_lease_of_7_ran_out(&mut r);
+    let a = claim_7_as(&mut fleet, "boot-h", "run-h", None, Some(2));
+    assert_eq!(a.outcome, "wait", "{a:?}");
+    the_claim_of_7_waited_out(&mut r);
+    let confirm = |fleet: &mut postgres::Client, ttl_ms: i32| -> String {
+        fleet
+            .query_one(
+                "SELECT outcome FROM snowflake_registry.confirm('sysid-h', 'host-h', 5432, '/h', 'boot-h',
+                         'run-h', 'a-secret-of-the-holder-32-chars!', 1, 7, $1, $2,
+                         (extract(epoch FROM clock_timestamp()) * 1000)::bigint, NULL, NULL, 3)",
+                &[&a.token.unwrap(), &ttl_ms],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let lock_delay: i32 = r.scalar("SELECT lock_delay_ms FROM snowflake_registry.config");
+    assert_eq!(confirm(&mut fleet, 2_000_000_000), "ttl");
+    assert_eq!(confirm(&mut fleet, lock_delay + 1), "ttl");
+    assert_eq!(confirm(&mut fleet, lock_delay), "granted");
+}
+
+/// The registry's incarnation, on which every hand-over at once rests, is the same in every
+/// session, whatever its TimeZone and DateStyle: a worker id given back is handed over at once
+/// to a claimer in a session set otherwise (found by review: it waited, and a DateStyle of
+/// `SQL, DMY` made every claim fail).
+#[test]
+fn the_registrys_word_reads_the_same_in_a_session_of_another_time_zone_and_date_style() {
+    let registry = registry("handover-datestyle-registry");
+    let mut fleet = connect_as(&registry, "postgres", "fleet");
+    let (outcome, fence) = claim_7_as_the_same_start(&mut fleet, None);
+    assert_eq!(outcome, "granted");
+    let released: String = fleet
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.release('sysid-h', 'host-h', 5432, '/h', 'boot-h',
+                     'a-secret-of-the-holder-32-chars!', 7, $1, 0, NULL, NULL)",
+            &[&fence.unwrap()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(released, "released");
+    fleet
+        .batch_execute("SET TimeZone = 'Asia/Tokyo'; SET DateStyle = 'SQL, DMY'")
+        .unwrap();
+    assert_eq!(
+        claim_7_by(&mut fleet, &OTHER, None, Some(4)).outcome,
+        "granted"
+    );
+}
