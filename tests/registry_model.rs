@@ -1293,11 +1293,16 @@ fn the_registrys_sql_answers_as_the_lease_model() {
     use std::io::Write as _;
     let _ = writeln!(
         std::io::stderr(),
-        "registry_model: {} sequences, {} steps, {} answers compared ({answers:?}), {} copies, \
+        "registry_model: {} sequences (seeds {}), {} steps, {} answers compared ({answers:?}), {} copies, \
          {} restores, {} crashes, {} lost replies, {} calls of the fleet's role ({} with a \
          made-up epoch), {} sequences ended by a copy found; accepted differences: {allowed:?}; \
          {:.0} s",
         totals.sequences,
+        match (seeds.as_slice(), seeds.get(FINDINGS.len())) {
+            ([one], _) => one.to_string(),
+            (all, Some(first)) => format!("the findings', then {first}..={}", all[all.len() - 1]),
+            (_, None) => "the findings'".to_string(),
+        },
         totals.steps,
         totals.compared,
         totals.copies,
