@@ -513,6 +513,8 @@ struct Totals {
     copies: usize,
     restores: usize,
     made_up_epochs: usize,
+    /// Renewals by the holder with a fence the registry lost (above the row's).
+    fences_lost: usize,
     crashes: usize,
     lost_replies: usize,
     fleet_calls: usize,
@@ -949,6 +951,17 @@ impl Sequence<'_> {
             _ => false,
         });
         let pre = self.model.clone();
+        // A holder's renewal with a fence above the row's: the registry lost the renewal that
+        // gave it (restored from a copy taken before it).
+        if let Request::Renew { worker, prev, .. } = req {
+            let row = pre.rows[worker as usize];
+            if keeper.is_some()
+                && row.holder.is_some_and(|h| is(h, &caller))
+                && self.real_fence(worker, prev) > self.real_fence(worker, row.fence)
+            {
+                self.totals.fences_lost += 1;
+            }
+        }
         let m = self.model.handle(&self.cfg, self.t, &caller, &req);
         let r = self.send_real(&caller, &req, ran_out);
         self.totals.compared += 1;
@@ -1294,7 +1307,7 @@ fn the_registrys_sql_answers_as_the_lease_model() {
     let _ = writeln!(
         std::io::stderr(),
         "registry_model: {} sequences (seeds {}), {} steps, {} answers compared ({answers:?}), {} copies, \
-         {} restores, {} crashes, {} lost replies, {} calls of the fleet's role ({} with a \
+         {} restores, {} renewals with a fence the registry lost, {} crashes, {} lost replies, {} calls of the fleet's role ({} with a \
          made-up epoch), {} sequences ended by a copy found; accepted differences: {allowed:?}; \
          {:.0} s",
         totals.sequences,
@@ -1307,6 +1320,7 @@ fn the_registrys_sql_answers_as_the_lease_model() {
         totals.compared,
         totals.copies,
         totals.restores,
+        totals.fences_lost,
         totals.crashes,
         totals.lost_replies,
         totals.fleet_calls + totals.made_up_epochs,
