@@ -130,6 +130,12 @@ const FINDINGS: &[u64] = &[
     // out); the SQL, which knows a confirmation by its own request number, granted it. Fixed
     // in the model: a confirmation is a replay only if no claim waits under its token.
     1_795_943_300_115_014,
+    // A confirmation granted, its answer lost, asked again once that lease had run out unused
+    // and another server's claim waited on the worker id: the SQL claimed it again for the
+    // confirming server at once, overtaking the waiting claim, where the model (one claim at a
+    // time, as claim() has it) answers `lost` and the server's claim `held`. Only liveness was
+    // at stake. Fixed in registry.sql: that confirmation is lost while the other claim waits.
+    1_795_955_481_778_015,
 ];
 
 fn config() -> Config {
