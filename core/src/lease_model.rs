@@ -54,11 +54,16 @@
 //!   recorded in the registry's current incarnation.
 //!
 //! A renewal counts only from the holder (secret, same start), under the row's fence (or as a
-//! replay), the row not given back and its lease still running at the registry. The epoch that
-//! anyone can raise, and the freeze when a caller reports a higher one (until an
-//! administrator's `recover()`), are kept in the SQL but buy no safety: the model's
-//! [`Rules::freeze`] has the fleet's role freeze the registry at will, and the administrator
-//! recover it, and a frozen registry only refuses.
+//! replay), the row not given back and its lease still running at the registry. Any other
+//! fence is answered `lost`, and the holder claims again through the lock-delay: above all one
+//! the registry never gave, above the row's (a restore lost the renewal that gave it), on which
+//! the worker id may have changed hands in the lost history ([`Registry::renew`]).
+//!
+//! Nothing freezes the registry. Registry format 2 kept an epoch that anyone could raise, and
+//! froze when a caller reported a higher one or a holder brought a fence above the row's, until
+//! an administrator's `recover()`; they bought no safety: [`Rules::freeze`] has the fleet's
+//! role freeze the registry at will and the administrator recover it, a frozen registry only
+//! refuses, and the rules without it ([`Rules::NEW`], registry format 3) keep the invariant.
 //!
 //! [`Rules::OLD`] models the relevant parts of the rules before this model (the epoch anyone
 //! can raise as the only guard against a restore, continuation and handover at once on the
@@ -71,9 +76,9 @@
 //! the model's servers crash and restart from their durable record only, and a registry is only
 //! ever restored from a copy of its data. Every restart of a server is on the same machine run
 //! (its boot clock goes on). Clock rates do not drift; offsets are fixed within `max_skew`. Of
-//! the SQL's further refusals (`cautious` after a change of the registry's server, `displaced`,
-//! `duplicate`, `superseded`, `moved`, `skew`, `ttl`), none is modeled: each only refuses more,
-//! so leaving it out only lets the checker explore more.
+//! the SQL's further refusals (`displaced`, `duplicate`, `superseded`, `moved`, `skew`, `ttl`),
+//! none is modeled: each only refuses more, so leaving it out only lets the checker explore
+//! more.
 
 /// Time, in the model's units (the real thing: milliseconds).
 pub type Time = u16;
@@ -121,10 +126,10 @@ pub struct Rules {
     pub never_held: AtOnce,
     /// D: a worker id given back by its holder.
     pub released: AtOnce,
-    /// The epoch that anyone can raise and the freeze it triggers, as kept in the new SQL: the
-    /// fleet's role may freeze the registry at any moment (it can report any epoch), an
-    /// administrator may recover it; a frozen registry refuses every call (the keeper asks
-    /// again, as after a lost reply).
+    /// The epoch that anyone can raise and the freeze it triggers, as registry format 2 had
+    /// them (dropped in format 3): the fleet's role may freeze the registry at any moment (it
+    /// can report any epoch), an administrator may recover it; a frozen registry refuses every
+    /// call (the keeper asks again, as after a lost reply). Only liveness is at stake.
     pub freeze: bool,
     /// The keeper's: a holder removes its durable record (durably) *before* it sends its
     /// release, not once the release is answered. Stops: a release applied, its answer lost,
@@ -164,13 +169,15 @@ impl Rules {
         epochs: false,
         continuation_on_registry_word: false,
     };
-    /// What `sql/registry/registry.sql` and the lease keeper ship: the first transcription, a
-    /// replay held to the lease running at the registry like any other continuation or
-    /// renewal, the keeper's record removed before its release, and a release that counts as the
-    /// registry's word only when the holder's own last grant or renewal is the row's last write
-    /// in this incarnation (`held_proof`).
+    /// What `sql/registry/registry.sql` (registry format 3) and the lease keeper ship: the
+    /// first transcription, a replay held to the lease running at the registry like any other
+    /// continuation or renewal, the keeper's record removed before its release, a release that
+    /// counts as the registry's word only when the holder's own last grant or renewal is the
+    /// row's last write in this incarnation (`held_proof`), and no freeze. (Registry format 2
+    /// shipped the same with [`Rules::freeze`].)
     pub const NEW: Rules = Rules {
         replay_skips_expiry: false,
+        freeze: false,
         record_removed_before_release: true,
         release_names_incarnation: true,
         ..Rules::SHIPPED
@@ -366,7 +373,8 @@ pub enum Answer {
     Held,
     /// The lease (or the claim) is not the caller's: claim anew.
     Lost,
-    /// The registry refuses everything (frozen: it saw a caller with a higher epoch).
+    /// The registry refuses everything (frozen: it saw a caller with a higher epoch). Only
+    /// under [`Rules::freeze`] or [`Rules::epochs`].
     Frozen,
 }
 
@@ -425,6 +433,7 @@ pub struct Registry {
     pub installed_in: Incarnation,
     /// Old rules only.
     pub epoch: u16,
+    /// Rules with the freeze ([`Rules::freeze`]) or the epochs only.
     pub frozen: bool,
 }
 
@@ -657,7 +666,10 @@ impl Registry {
         }
         // `prev`: the lease as the holder last knew it. `new`: the same renewal asked again,
         // its answer lost. Any other fence: the row changed hands, or the registry was restored
-        // to a copy from before the holder's last renewal.
+        // to a copy from before the holder's last renewal (a fence above the row's, that this
+        // history never gave: the worker id may have changed hands in the one the restore threw
+        // away). `lost`, as the SQL's `renew` answers both since registry format 3 (format 2
+        // froze on the second): the holder stops, and claims again through the lock-delay.
         let replay = row.fence == new;
         if row.fence != prev && !replay {
             return Answer::Lost;

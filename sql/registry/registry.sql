@@ -641,7 +641,18 @@ BEGIN
       -- The grant's lease ran out unused: another server may have claimed it meanwhile, and a
       -- registry restored or failed over since may have lost a history where one
       -- waited it out and took the worker id. Claimed again, to be confirmed after another
-      -- lock-delay.
+      -- lock-delay; unless another server's claim waits on it (one that has not given up, as
+      -- claim() judges it): that claim is not overtaken (one claim at a time, as in claim()),
+      -- and this one is lost: its server claims again, and claim() keeps that claim too.
+      IF r.pending_key IS NOT NULL
+         AND NOT (pg_catalog.starts_with(r.pending_key, me || '|')
+                  AND pg_catalog.right(r.pending_key, 64) = pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'))
+         AND r.pending_since + (r.pending_wait_ms + 2 * c.max_skew_ms + 4000 + c.lock_delay_ms)
+                               * interval '1 millisecond' >= pg_catalog.now() THEN
+        a := snowflake_registry.answer(c, 'lost', pg_catalog.format('this server''s confirmation was granted, its answer lost, and the lease ran out unused before it asked again; worker id %s is now claimed by %s', p_worker, r.pending_holder));
+        a.worker := p_worker;
+        RETURN a;
+      END IF;
       RETURN snowflake_registry.claim_again(c, p_worker, pending, snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
                'this server''s confirmation was granted, its answer lost, and the lease ran out unused before it asked again', true);
     END IF;
