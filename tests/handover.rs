@@ -802,7 +802,8 @@ fn a_made_up_huge_epoch_from_the_fleets_role_changes_nothing_and_the_registry_se
     let made_up: String = fleet
         .query_one(
             "SELECT outcome FROM snowflake_registry.renew('x', 'x', 1, 'x', 'x', repeat('0', 32), 1, 7, 0, 0, 0,
-                     1000, 0, (SELECT registry_id FROM snowflake_registry.identity()), $1)",
+                     1000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+                     (SELECT registry_id FROM snowflake_registry.identity()), $1)",
             &[&huge],
         )
         .unwrap()

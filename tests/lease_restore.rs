@@ -90,7 +90,8 @@ fn a_registry_restored_on_the_same_timeline_hands_no_held_worker_id_to_its_earli
     let mut fleet = connect_as(&registry, "postgres", "fleet");
     let made_up: String = fleet.scalar(
         "SELECT (snowflake_registry.renew('x', 'x', 1, 'x', 'x', repeat('0', 32), 1, 2, 0, 0, 0,
-                                          1000, 0, NULL, 9223372036854775807)).outcome",
+                                          1000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+                                          NULL, 9223372036854775807)).outcome",
     );
     assert_eq!(made_up, "lost");
     // d starts again: the copy shows worker 2 as its own expired lease on this machine run.
