@@ -363,6 +363,21 @@ BEGIN ATOMIC
 END;
 DROP TABLE IF EXISTS snowflake_registry.superseded;
 
+-- Whether another claimant's claim waits on row r, for a caller keyed `me` with secret
+-- p_secret: one claim at a time, not overtaken unless its claimant gave up. A claimant waits
+-- the lock-delay plus twice max_skew and 4 s (snowflake_core::lease::takeover_wait_ms); its
+-- claim is kept a lock-delay more (kept shorter, two claimers overtook each other for ever).
+CREATE OR REPLACE FUNCTION snowflake_registry.claimed_by_another(r snowflake_registry.leases, c snowflake_registry.config,
+                                                                 me text, p_secret text)
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT r.pending_key IS NOT NULL
+     AND NOT (pg_catalog.starts_with(r.pending_key, me || '|')
+              AND pg_catalog.right(r.pending_key, 64) = pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'))
+     AND r.pending_since + (r.pending_wait_ms + 2 * c.max_skew_ms + 4000 + c.lock_delay_ms)
+                           * interval '1 millisecond' >= pg_catalog.now()
+$$;
+
 -- Claims a worker id of p_first..p_last for the caller (p_pinned: exactly p_first, the worker id
 -- its snowflake.worker_id names). Its own at once if it provably stopped using it, else one never
 -- held, else one its holder gave back, else the one whose lease ended longest ago. Answers
@@ -424,14 +439,7 @@ BEGIN
            AND l.secret_hash = snowflake_registry.secret_hash(p_secret))
           OR (NOT l.elsewhere
               AND (l.system_identifier IS NULL OR l.released_at IS NOT NULL OR l.expires_at < pg_catalog.now())))
-     -- a claim waiting out its lock-delay is not overtaken, unless its claimant gave up: it
-     -- waits the lock-delay plus twice max_skew and 4 s (snowflake_core::lease::takeover_wait_ms),
-     -- and is kept a lock-delay more (kept shorter, two claimers overtook each other for ever)
-     AND (l.pending_key IS NULL
-          OR (pg_catalog.starts_with(l.pending_key, me || '|')
-              AND pg_catalog.right(l.pending_key, 64) = pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'))
-          OR l.pending_since + (l.pending_wait_ms + 2 * c.max_skew_ms + 4000 + c.lock_delay_ms)
-                               * interval '1 millisecond' < pg_catalog.now())
+     AND NOT snowflake_registry.claimed_by_another(l, c, me, p_secret)
    ORDER BY (snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me
              AND l.secret_hash = snowflake_registry.secret_hash(p_secret)) DESC,
             -- of this server's, the lease this start holds (its fence, or its request in flight),
@@ -644,11 +652,7 @@ BEGIN
       -- lock-delay; unless another server's claim waits on it (one that has not given up, as
       -- claim() judges it): that claim is not overtaken (one claim at a time, as in claim()),
       -- and this one is lost: its server claims again, and claim() keeps that claim too.
-      IF r.pending_key IS NOT NULL
-         AND NOT (pg_catalog.starts_with(r.pending_key, me || '|')
-                  AND pg_catalog.right(r.pending_key, 64) = pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'))
-         AND r.pending_since + (r.pending_wait_ms + 2 * c.max_skew_ms + 4000 + c.lock_delay_ms)
-                               * interval '1 millisecond' >= pg_catalog.now() THEN
+      IF snowflake_registry.claimed_by_another(r, c, me, p_secret) THEN
         a := snowflake_registry.answer(c, 'lost', pg_catalog.format('this server''s confirmation was granted, its answer lost, and the lease ran out unused before it asked again; worker id %s is now claimed by %s', p_worker, r.pending_holder));
         a.worker := p_worker;
         RETURN a;
