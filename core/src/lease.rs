@@ -94,6 +94,13 @@ impl std::fmt::Display for WorkerRange {
 /// session's clock check (see [`Timing::margin_ms`]).
 pub const MIN_TTL_MS: u64 = 5_000;
 
+/// The least `lock_delay` a registry accepts (its CHECK in `sql/registry/registry.sql`). The
+/// keeper gives up on an answer sooner than that (`EXCHANGE` in `src/lease/keeper`, checked at
+/// compile time): a renewal delayed on its way by less hides a registry clock behind the
+/// holder's by no more than the lock-delay, which the registry's one-sided skew check and its
+/// wait leave room for.
+pub const LEAST_LOCK_DELAY_MS: u64 = 5_000;
+
 /// How far a holder's ids may run ahead of the clock beyond its lease: its marks reach
 /// [`MARK_AHEAD_MS`](crate::generator::MARK_AHEAD_MS) ahead, and [`cap`] leaves room for twice
 /// that.
@@ -439,6 +446,12 @@ mod tests {
                 "the registry never answers {text}"
             );
         }
+        assert!(
+            include_str!("../../sql/registry/registry.sql").contains(&format!(
+                "CHECK (lock_delay_ms BETWEEN {LEAST_LOCK_DELAY_MS} AND"
+            )),
+            "the registry's least lock_delay is not LEAST_LOCK_DELAY_MS"
+        );
         // Answered by registries of format 2 only (format 3 freezes on nothing): still known,
         // for a fleet whose registry is not upgraded yet.
         for text in ["frozen", "behind"] {

@@ -737,7 +737,7 @@ $$;
 -- (an id of the worker) below which it will issue. `renewed` with the new fence, or `lost`,
 -- `duplicate` (a copy of the caller holds it) and why.
 -- p_ran_out: the holder's lease had run out on its own clock when it sent this renewal (NULL from
--- servers older than the flag). p_seen_epoch is no longer read.
+-- servers older than the flag: taken as true). p_seen_epoch is no longer read.
 CREATE OR REPLACE FUNCTION snowflake_registry.renew(
   p_system_identifier text, p_host text, p_port integer, p_data_directory text,
   p_boot text, p_secret text, p_timeline integer,
@@ -768,12 +768,17 @@ BEGIN
     RETURN a;
   END IF;
   -- Whether a lease still runs here is read on this registry's clock, which counts only while
-  -- it agrees with the holder's, as at a claim: a registry failed over to a server whose clock
-  -- is behind would otherwise renew a lease that ran out in the history it lost, beside the
-  -- server that waited it out there (found by review; the lease model has one registry clock).
-  IF p_clock_ms IS NULL OR abs(p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp())) > c.max_skew_ms THEN
+  -- it is not behind the holder's by more than max_skew: a registry failed over to a server
+  -- whose clock is behind would otherwise renew a lease that ran out in the history it lost,
+  -- beside the server that waited it out there (found by review; the lease model has one
+  -- registry clock). One-sided: a renewal delayed on its way (or waiting for the registry's
+  -- lock) only makes the holder's clock look behind, and must not be refused for it. A delay
+  -- could hide a registry clock behind by as much, but the keeper drops an answer after 5 s
+  -- (EXCHANGE in src/lease/keeper), no longer than the least lock_delay, and asks again with
+  -- its lease run out (p_ran_out, below) once a failover made a new incarnation.
+  IF p_clock_ms IS NULL OR p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()) > c.max_skew_ms THEN
     a.outcome := 'skew';
-    a.reason := pg_catalog.format('this server''s clock is %s ms from the registry''s (at most %s ms are accepted)', p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()), c.max_skew_ms);
+    a.reason := pg_catalog.format('this server''s clock is %s ms ahead of the registry''s (at most %s ms are accepted)', p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()), c.max_skew_ms);
     RETURN a;
   END IF;
   SELECT l.* INTO r FROM snowflake_registry.leases l WHERE l.worker = p_worker FOR UPDATE;
@@ -787,7 +792,8 @@ BEGIN
     a.reason := 'the caller is not the lease''s holder';
     RETURN a;
   END IF;
-  IF holder = me AND p_ran_out AND NOT (SELECT snowflake_registry.untouched(l.xmin, l.held_proof)
+  -- (a server older than the flag sends NULL: judged as if its lease had run out, fail closed)
+  IF holder = me AND p_ran_out IS NOT FALSE AND NOT (SELECT snowflake_registry.untouched(l.xmin, l.held_proof)
                                           FROM snowflake_registry.leases l WHERE l.worker = p_worker) THEN
     -- The holder's lease ran out on its own clock: renewing it rests on the registry's word
     -- that nobody took it meanwhile, which counts only where this incarnation recorded the

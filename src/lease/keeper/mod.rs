@@ -39,8 +39,11 @@ use std::sync::atomic::Ordering::*;
 use std::time::{Duration, Instant};
 
 const NAME: &str = "snowflake_ext lease keeper";
-/// How long one exchange with the registry may take.
+/// How long one exchange with the registry may take: no longer than the least lock-delay a
+/// registry accepts (see `LEAST_LOCK_DELAY_MS`: an answer later than that could come from a
+/// registry whose clock is behind, unnoticed).
 const EXCHANGE: Duration = Duration::from_secs(5);
+const _: () = assert!(EXCHANGE.as_millis() <= snowflake_core::lease::LEAST_LOCK_DELAY_MS as u128);
 /// How long a connection may take.
 const CONNECT: Duration = Duration::from_secs(10);
 /// How long a clean stop waits to give the lease back. SIGTERM has already arrived, so this
