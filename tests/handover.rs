@@ -2022,6 +2022,59 @@ fn every_secret_of_a_connection_string_is_refused_and_never_shown() {
     assert!(!server.log().contains(SECRET));
 }
 
+/// A registry of format 2, frozen by a made-up epoch from the fleet's role (what anyone with
+/// the fleet's password could do), serves again once `registry.sql` of format 3 is run on it:
+/// nobody runs `recover()`, and its holder mints again.
+#[test]
+fn a_frozen_registry_of_format_2_serves_again_once_upgraded_with_nothing_else_run() {
+    let registry = Cluster::new(
+        "handover-format-2-registry",
+        &["shared_preload_libraries=", "max_connections=100"],
+    );
+    registry.start();
+    let mut r = registry.connect();
+    r.batch_execute(include_str!("fixtures/registry-format-2.sql"))
+        .unwrap();
+    r.batch_execute(&format!(
+        "CREATE ROLE fleet LOGIN;
+         SELECT snowflake_registry.grant_fleet('fleet');
+         SELECT snowflake_registry.set_limits(interval '{TEST_LOCK_DELAY_S} s');"
+    ))
+    .unwrap();
+    let server = leasing_server(
+        "handover-format-2-server",
+        &registry,
+        &["snowflake.worker_range=7"],
+    );
+    assert_eq!(leased(&server), 7);
+    let before = mint(&server, 100);
+    let forged: String = connect_as(&registry, "postgres", "fleet")
+        .query_one(
+            "SELECT outcome FROM snowflake_registry.renew('x', 'x', 0, 'x', 'x', $1, 1, 8, 0, 0, 0, 5000,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+                     (SELECT registry_id FROM snowflake_registry.identity()), 9000000000000)",
+            &[&FORGED_SECRET],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(forged, "behind", "format 2 froze on a made-up epoch");
+    wait_for_standing(&server, "frozen");
+    r.batch_execute(REGISTRY_SQL).unwrap();
+    let format: i32 = r.scalar("SELECT format FROM snowflake_registry.config");
+    assert_eq!(format, 3);
+    let mut c = server.connect();
+    let id: i64 = wait_for("the holder to mint again", PATIENCE, || {
+        c.query_one("SELECT snowflake_nextval()", &[])
+            .ok()
+            .map(|row| row.get(0))
+    });
+    assert_eq!(worker_of(id), 7);
+    assert!(
+        before.iter().all(|&b| b < id),
+        "{id} is not above the ids minted before"
+    );
+}
+
 /// Renews worker id 7 as the start `boot-h`, its clock `offset_ms` from the registry's, saying
 /// whether its lease had run out on its own clock: the registry's answer.
 fn renew_7_with(fleet: &mut postgres::Client, fence: i64, offset_ms: i64, ran_out: bool) -> String {
