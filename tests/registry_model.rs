@@ -73,6 +73,11 @@
 //!   must answer `wait`. Where a claim of this very start waits on the row under another
 //!   token (the answer that named it lost), the SQL names that token and writes nothing:
 //!   accepted where the model's row has that claim, the keeper told to wait under it.
+//! * The fleet's role confirming, under the fence of a grant a claim made it at once, with no
+//!   claim of its waiting: the model takes it for that grant asked again (`granted`), the SQL,
+//!   which knows a confirmation asked again by its own request number, answers `lost` and
+//!   writes nothing. Accepted only for the fleet's role's calls (a keeper confirms only a
+//!   claim that waited), the model's state left as it was.
 //! * A release names, in the model, the incarnation that answered its caller last, and the
 //!   fleet's role may name any; the SQL reads it from the row (`held_proof`: the incarnation
 //!   of the holder's last grant or renewal, if nothing wrote the row since). The model is the
@@ -136,6 +141,10 @@ const FINDINGS: &[u64] = &[
     // time, as claim() has it) answers `lost` and the server's claim `held`. Only liveness was
     // at stake. Fixed in registry.sql: that confirmation is lost while the other claim waits.
     1_795_955_481_778_015,
+    // The fleet's role confirming under the fence of a grant a claim made it at once: the model
+    // took it for that grant asked again (granted), the SQL answered lost. Accepted as a
+    // difference of the fleet's role's calls only (see the module doc); found in CI.
+    1_795_958_228_853_006,
 ];
 
 fn config() -> Config {
@@ -498,6 +507,7 @@ enum Allowed {
     ClaimedAgain,
     ReplayMark,
     Duplicate,
+    ConfirmOfAGrant,
 }
 
 /// How one request's two answers compared.
@@ -912,6 +922,24 @@ impl Sequence<'_> {
                 Ok(Judged {
                     allowed: Some(Allowed::SecretOwnsRow),
                     ..plain(Answer::Held)
+                })
+            }
+            ("lost", Answer::Granted { .. })
+                if (caller.secret == FORGED_SECRET || caller.secret == FLEET_SECRET)
+                    && matches!(*req, Request::Confirm { token, .. }
+                        if pre.rows[w].pending.is_none()
+                            && pre.rows[w].fence == token
+                            && pre.rows[w].holder.is_some_and(|h| is(h, caller))) =>
+            {
+                // The fleet's role confirming, under the fence of a grant a claim made it at
+                // once, what no claim of its waits for (a keeper confirms only a claim that
+                // waited): the model takes it for that grant asked again, the SQL knows a
+                // confirmation asked again by its own request number, which this one is not,
+                // and answers `lost`, writing nothing.
+                self.model = pre.clone();
+                Ok(Judged {
+                    allowed: Some(Allowed::ConfirmOfAGrant),
+                    ..plain(Answer::Lost)
                 })
             }
             ("duplicate", Answer::Lost | Answer::Held | Answer::Wait { .. }) => {
