@@ -78,6 +78,12 @@
 //!   which knows a confirmation asked again by its own request number, answers `lost` and
 //!   writes nothing. Accepted only for the fleet's role's calls (a keeper confirms only a
 //!   claim that waited), the model's state left as it was.
+//! * A renewal from a holder whose lease ran out on its own clock is renewed by the SQL only
+//!   where the row's last write is that holder's last grant or renewal in this incarnation
+//!   (a rule beyond the model: a registry whose clock differs across incarnations, which the
+//!   model's single registry clock cannot show, could otherwise renew a lease that changed
+//!   hands in a lost history). Where the model renews, the SQL's `lost` is accepted in exactly
+//!   that case, the model's state left as it was and the keeper told `lost`.
 //! * A release names, in the model, the incarnation that answered its caller last, and the
 //!   fleet's role may name any; the SQL reads it from the row (`held_proof`: the incarnation
 //!   of the holder's last grant or renewal, if nothing wrote the row since). The model is the
@@ -145,6 +151,9 @@ const FINDINGS: &[u64] = &[
     // took it for that grant asked again (granted), the SQL answered lost. Accepted as a
     // difference of the fleet's role's calls only (see the module doc); found in CI.
     1_795_958_228_853_006,
+    // A holder whose lease ran out on its own clock renewing after a restore: the SQL's rule
+    // beyond the model (lost), accepted as such; found in CI.
+    1_795_958_940_912_000,
 ];
 
 fn config() -> Config {
@@ -508,6 +517,7 @@ enum Allowed {
     ReplayMark,
     Duplicate,
     ConfirmOfAGrant,
+    RanOutElsewhere,
 }
 
 /// How one request's two answers compared.
@@ -747,6 +757,7 @@ impl Sequence<'_> {
         req: &Request,
         m: Answer,
         r: &RealAnswer,
+        ran_out: bool,
     ) -> Result<Judged, String> {
         let worker = req.worker();
         let w = worker as usize;
@@ -942,6 +953,21 @@ impl Sequence<'_> {
                     ..plain(Answer::Lost)
                 })
             }
+            ("lost", Answer::Renewed { .. })
+                if ran_out
+                    && (self.held_in[w] != self.model.incarnation
+                        || self.claimed_since_held[w]) =>
+            {
+                // The holder says its lease ran out on its own clock, and the row's last write
+                // is not its own last grant or renewal in this incarnation: the SQL refuses to
+                // renew on the registry's word (its clock may differ from the lost history's,
+                // which the model, with one registry clock, does not have), and writes nothing.
+                self.model = pre.clone();
+                Ok(Judged {
+                    allowed: Some(Allowed::RanOutElsewhere),
+                    ..plain(Answer::Lost)
+                })
+            }
             ("duplicate", Answer::Lost | Answer::Held | Answer::Wait { .. }) => {
                 self.model = pre.clone();
                 Ok(Judged {
@@ -1021,7 +1047,7 @@ impl Sequence<'_> {
             if lost { "; the reply is lost" } else { "" }
         );
         self.log(line);
-        let judged = match self.judge(&pre, &caller, &req, m, &r) {
+        let judged = match self.judge(&pre, &caller, &req, m, &r, ran_out) {
             Ok(j) => j,
             Err(why) => self.fail(why),
         };
