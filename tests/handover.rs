@@ -1043,6 +1043,23 @@ fn a_holder_whose_restored_registrys_copy_has_its_lease_run_out_claims_it_again_
     it_mints_with_7_again_above(&holder, &before);
 }
 
+/// A registry installed from `sql` (the registry.sql of an earlier format), as its
+/// documentation said then, with the fleet's role and the tests' lock-delay.
+fn registry_of_an_earlier_format(name: &str, sql: &str) -> Cluster {
+    let registry = Cluster::new(name, &["shared_preload_libraries=", "max_connections=100"]);
+    registry.start();
+    registry.connect().batch_execute(sql).unwrap();
+    registry
+        .connect()
+        .batch_execute(&format!(
+            "CREATE ROLE fleet LOGIN;
+             SELECT snowflake_registry.grant_fleet('fleet');
+             SELECT snowflake_registry.set_limits(interval '{TEST_LOCK_DELAY_S} s');"
+        ))
+        .unwrap();
+    registry
+}
+
 /// The registry as it was before `renew` took the holder's word that its lease ran out, its
 /// fleet's role given what grant_fleet gave then. A server leases there and mints (its keeper
 /// renews in the old form when the new one is missing). Then this registry.sql is run over it
@@ -1052,20 +1069,11 @@ fn a_holder_whose_restored_registrys_copy_has_its_lease_run_out_claims_it_again_
 /// than the flag sends it, is still answered.
 #[test]
 fn a_registry_upgraded_in_place_keeps_its_fleets_grants_and_its_holders() {
-    let registry = Cluster::new(
+    let registry = registry_of_an_earlier_format(
         "handover-upgraded-registry",
-        &["shared_preload_libraries=", "max_connections=100"],
+        include_str!("fixtures/registry-before-ran-out.sql"),
     );
-    registry.start();
     let mut r = registry.connect();
-    r.batch_execute(include_str!("fixtures/registry-before-ran-out.sql"))
-        .unwrap();
-    r.batch_execute(&format!(
-        "CREATE ROLE fleet LOGIN;
-         SELECT snowflake_registry.grant_fleet('fleet');
-         SELECT snowflake_registry.set_limits(interval '{TEST_LOCK_DELAY_S} s');"
-    ))
-    .unwrap();
     let server = leasing_server(
         "handover-upgraded-server",
         &registry,
@@ -2027,20 +2035,11 @@ fn every_secret_of_a_connection_string_is_refused_and_never_shown() {
 /// nobody runs `recover()`, and its holder mints again.
 #[test]
 fn a_frozen_registry_of_format_2_serves_again_once_upgraded_with_nothing_else_run() {
-    let registry = Cluster::new(
+    let registry = registry_of_an_earlier_format(
         "handover-format-2-registry",
-        &["shared_preload_libraries=", "max_connections=100"],
+        include_str!("fixtures/registry-format-2.sql"),
     );
-    registry.start();
     let mut r = registry.connect();
-    r.batch_execute(include_str!("fixtures/registry-format-2.sql"))
-        .unwrap();
-    r.batch_execute(&format!(
-        "CREATE ROLE fleet LOGIN;
-         SELECT snowflake_registry.grant_fleet('fleet');
-         SELECT snowflake_registry.set_limits(interval '{TEST_LOCK_DELAY_S} s');"
-    ))
-    .unwrap();
     let server = leasing_server(
         "handover-format-2-server",
         &registry,
