@@ -131,8 +131,9 @@ fn refuse(shared: &Shared) -> ! {
         ),
         Standing::Superseded => (
             format!("a standby promoted after this server replaced it: {why}"),
-            "This server was replaced; rebuild it as a standby of its successor, or, if it must \
-             mint again, delete its row from snowflake_registry.superseded in the registry.",
+            "This server was replaced (only a registry older than snowflake_ext 0.5.0 says so \
+             for good); rebuild it as a standby of its successor, or run the current \
+             registry.sql on the registry, after which it claims like any other server.",
         ),
         Standing::Duplicate => (
             format!("a copy of this server holds its worker id: {why}"),
