@@ -2060,7 +2060,7 @@ fn a_frozen_registry_of_format_2_serves_again_once_upgraded_with_nothing_else_ru
     wait_for_standing(&server, "frozen");
     r.batch_execute(REGISTRY_SQL).unwrap();
     let format: i32 = r.scalar("SELECT format FROM snowflake_registry.config");
-    assert_eq!(format, 3);
+    assert_eq!(format, 4);
     let mut c = server.connect();
     let id: i64 = wait_for("the holder to mint again", PATIENCE, || {
         c.query_one("SELECT snowflake_nextval()", &[])
@@ -2209,4 +2209,59 @@ fn the_registrys_word_reads_the_same_in_a_session_of_another_time_zone_and_date_
         claim_7_by(&mut fleet, &OTHER, None, Some(4)).outcome,
         "granted"
     );
+}
+
+/// How many times the registry ran `function` (a signature), as its statistics count them.
+fn calls_of(r: &mut postgres::Client, function: &str) -> i64 {
+    r.query_one(
+        "SELECT COALESCE((SELECT calls FROM pg_stat_user_functions
+                           WHERE funcid = $1::text::regprocedure), 0)
+           FROM pg_stat_clear_snapshot()",
+        &[&function],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// A server of this version calls the registry's grouped functions (registry format 4), not the
+/// positional ones kept for servers before it: claim, renew and release, counted by the
+/// registry's own statistics (track_functions).
+#[test]
+fn a_server_calls_the_registrys_grouped_functions_not_the_positional_ones() {
+    let registry = registry("handover-grouped-registry");
+    let mut r = registry.connect();
+    r.batch_execute("ALTER ROLE fleet SET track_functions = 'all'")
+        .unwrap();
+    let server = leasing_server(
+        "handover-grouped-server",
+        &registry,
+        &["snowflake.worker_range=7", "snowflake.lease_ttl=6s"],
+    );
+    assert_eq!(leased(&server), 7);
+    let fence = |r: &mut postgres::Client| -> i64 {
+        r.scalar("SELECT fence FROM snowflake_registry.leases WHERE worker = 7")
+    };
+    let granted = fence(&mut r);
+    wait_until("a renewal", PATIENCE, || fence(&mut r) > granted);
+    server.stop();
+    const GROUPED: [&str; 3] = [
+        "snowflake_registry.claim(snowflake_registry.holder, snowflake_registry.terms, integer, integer, boolean, bigint)",
+        "snowflake_registry.renew(snowflake_registry.holder, snowflake_registry.terms, integer, bigint, bigint, boolean)",
+        "snowflake_registry.release(snowflake_registry.holder, snowflake_registry.terms, integer, bigint, bigint)",
+    ];
+    for f in GROUPED {
+        wait_until(&format!("{f} counted"), PATIENCE, || {
+            calls_of(&mut r, f) > 0
+        });
+    }
+    for f in [
+        "snowflake_registry.claim(text, text, integer, text, text, text, text, integer, integer, integer, boolean, integer, bigint, bigint, bigint, uuid, bigint)",
+        "snowflake_registry.renew(text, text, integer, text, text, text, integer, integer, bigint, bigint, bigint, integer, bigint, uuid, bigint, boolean)",
+        "snowflake_registry.release(text, text, integer, text, text, text, integer, bigint, bigint, uuid, bigint)",
+    ] {
+        assert_eq!(calls_of(&mut r, f), 0, "{f} was called");
+    }
+    let released: Option<String> =
+        r.scalar("SELECT released_by FROM snowflake_registry.leases WHERE worker = 7");
+    assert_eq!(released.as_deref(), Some("holder"));
 }

@@ -1,4 +1,4 @@
--- The worker-id registry of snowflake_ext (registry format 3): a schema snowflake_registry in a
+-- The worker-id registry of snowflake_ext (registry format 4): a schema snowflake_registry in a
 -- database the whole fleet reaches (snowflake.registry). Any PostgreSQL 14 to 18 serves, with or
 -- without snowflake_ext installed.
 --
@@ -117,7 +117,7 @@ ALTER TABLE snowflake_registry.leases
 -- The registry itself: one row.
 CREATE TABLE IF NOT EXISTS snowflake_registry.config (
   one                      boolean PRIMARY KEY DEFAULT true CHECK (one),
-  format                   integer NOT NULL DEFAULT 3,
+  format                   integer NOT NULL DEFAULT 4,
   registry_id              uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
   -- Read by servers before registry format 3; no longer changed.
   epoch                    bigint NOT NULL DEFAULT 0,
@@ -191,9 +191,12 @@ INSERT INTO snowflake_registry.install (proof)
 SELECT snowflake_registry.proof()
  WHERE NOT EXISTS (SELECT FROM snowflake_registry.leases WHERE system_identifier IS NOT NULL)
 ON CONFLICT (one) DO NOTHING;
-UPDATE snowflake_registry.config SET format = 3;
+-- (format 4: format 3's rules, the callers' parameters grouped into holder and terms)
+UPDATE snowflake_registry.config SET format = 4;
 
--- What every function of the protocol answers.
+-- What every function of the protocol answers, and what its callers send (registry format 4
+-- grouped the callers' parameters into these two types; the positional calls of earlier
+-- servers stay, below).
 DO $type$
 BEGIN
   IF pg_catalog.to_regtype('snowflake_registry.answer') IS NULL THEN
@@ -203,7 +206,7 @@ BEGIN
       outcome       text,
       worker        integer,
       fence         bigint,
-      last_mark     bigint,
+      last_mark     bigint,  -- the cap: every id of this worker ever issued is below it
       token         bigint,
       wait_ms       bigint,
       epoch         bigint,
@@ -213,6 +216,21 @@ BEGIN
       min_start_ms  bigint,  -- always NULL since registry format 3
       reason        text
     );
+  END IF;
+  -- A server calling, by what tells it apart from a copy running elsewhere (the lease keeper's
+  -- Holder): its identity (system identifier, host, port, data directory: key()), its timeline,
+  -- its start (boot: drawn at each start of its postmaster), its machine run (host_run) and its
+  -- secret (a random value kept in its data directory).
+  IF pg_catalog.to_regtype('snowflake_registry.holder') IS NULL THEN
+    CREATE TYPE snowflake_registry.holder AS (
+      system_identifier text, host text, port integer, data_directory text,
+      timeline integer, boot text, host_run text, secret text);
+  END IF;
+  -- What a call asks under: the registry the caller last leased from (NULL: none yet), its
+  -- request (the same number for every attempt of one claim, confirmation or renewal), the
+  -- lease it asks for (ttl_ms) and its clock when it sent the call (Unix ms).
+  IF pg_catalog.to_regtype('snowflake_registry.terms') IS NULL THEN
+    CREATE TYPE snowflake_registry.terms AS (registry uuid, request bigint, ttl_ms integer, clock_ms bigint);
   END IF;
 END
 $type$;
@@ -256,6 +274,9 @@ COMMENT ON TABLE snowflake_registry.leases IS
 CREATE OR REPLACE FUNCTION snowflake_registry.key(system_identifier text, host text, port integer, data_directory text)
 RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
 RETURN pg_catalog.concat_ws('|', system_identifier, host, port, data_directory);
+CREATE OR REPLACE FUNCTION snowflake_registry.key(h snowflake_registry.holder)
+RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
+RETURN snowflake_registry.key(h.system_identifier, h.host, h.port, h.data_directory);
 
 -- A holder, for messages.
 CREATE OR REPLACE FUNCTION snowflake_registry.describe(system_identifier text, host text, port integer, data_directory text)
@@ -266,20 +287,40 @@ CREATE OR REPLACE FUNCTION snowflake_registry.unix_ms(t timestamptz)
 RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN (EXTRACT(epoch FROM t) * 1000)::bigint;
 
--- Opens a call of the protocol: locks the registry's row (every call is serialized by it) and
--- refuses what no call may do. On success `refusal` is NULL, `c` is the registry's row.
--- (p_seen_epoch, the highest epoch the caller has seen, is no longer read: see the rules above.)
-CREATE OR REPLACE FUNCTION snowflake_registry.open(p_registry uuid, p_seen_epoch bigint, p_claiming boolean,
+-- What a lease keeps of a holder's secret.
+CREATE OR REPLACE FUNCTION snowflake_registry.secret_hash(p_secret text)
+RETURNS bytea LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.sha256(pg_catalog.convert_to(p_secret, 'UTF8')) $$;
+
+-- A claim's key (leases.pending_key): the claimer's identity, start, machine run and secret.
+CREATE OR REPLACE FUNCTION snowflake_registry.pending_key(h snowflake_registry.holder)
+RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+RETURN snowflake_registry.key(h) || '|' || h.boot || '|' || h.host_run || '|'
+       || pg_catalog.encode(snowflake_registry.secret_hash(h.secret), 'hex');
+
+-- An answer of outcome `outcome` for registry row `c`.
+DROP FUNCTION IF EXISTS snowflake_registry.identity();  -- (made again below, on the new answer())
+DROP FUNCTION IF EXISTS snowflake_registry.answer(snowflake_registry.config, text, text);
+DROP FUNCTION IF EXISTS snowflake_registry.granted(snowflake_registry.config, snowflake_registry.leases);
+CREATE OR REPLACE FUNCTION snowflake_registry.answer(c snowflake_registry.config, outcome text, reason text DEFAULT NULL,
+  worker integer DEFAULT NULL, fence bigint DEFAULT NULL, last_mark bigint DEFAULT NULL,
+  token bigint DEFAULT NULL, wait_ms bigint DEFAULT NULL)
+RETURNS snowflake_registry.answer LANGUAGE sql STABLE
+RETURN ROW(outcome, worker, fence, last_mark, token, wait_ms, c.epoch, c.registry_id, c.lock_delay_ms, c.max_skew_ms,
+           NULL, reason)::snowflake_registry.answer;
+
+-- Opens a call of the protocol (p_call: claim, confirm, renew or release): locks the registry's
+-- row (every call is serialized by it) and refuses what no call may do. On success `refusal` is
+-- NULL, `c` is the registry's row, `skew` the caller's clock minus the registry's (ms).
+DROP FUNCTION IF EXISTS snowflake_registry.open(uuid, bigint, boolean);
+CREATE OR REPLACE FUNCTION snowflake_registry.open(t snowflake_registry.terms, p_call text,
                                                    OUT c snowflake_registry.config,
-                                                   OUT refusal snowflake_registry.answer)
+                                                   OUT refusal snowflake_registry.answer, OUT skew bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   SELECT * INTO c FROM snowflake_registry.config FOR UPDATE;
-  refusal.registry_id := c.registry_id;
-  refusal.epoch := c.epoch;
-  refusal.lock_delay_ms := c.lock_delay_ms;
-  refusal.max_skew_ms := c.max_skew_ms;
+  refusal := snowflake_registry.answer(c, NULL);
   -- The fleet's role must not be able to do by hand what these functions forbid.
   -- Every role it can become counts (SET ROLE reaches a role granted without INHERIT).
   IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles m
@@ -291,8 +332,7 @@ BEGIN
                      OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.config', 'INSERT, UPDATE')
                      OR pg_catalog.has_table_privilege(m.oid, 'snowflake_registry.install', 'DELETE, TRUNCATE')
                      OR pg_catalog.has_any_column_privilege(m.oid, 'snowflake_registry.install', 'INSERT, UPDATE'))) THEN
-    refusal.outcome := 'unsafe_role';
-    refusal.reason := pg_catalog.format('the role %s may write the registry''s tables directly, so anyone with its password could hand a live worker id to another server', session_user);
+    refusal := snowflake_registry.answer(c, 'unsafe_role', pg_catalog.format('the role %s may write the registry''s tables directly, so anyone with its password could hand a live worker id to another server', session_user));
     RETURN;
   END IF;
   -- Every answer rests on what this registry wrote being durable: a grant or a release lost in
@@ -300,19 +340,39 @@ BEGIN
   -- fleet's role can turn synchronous_commit off for itself (ALTER ROLE ... SET), and a
   -- function's own SET clause no longer holds at commit.
   IF pg_catalog.current_setting('synchronous_commit') = 'off' THEN
-    refusal.outcome := 'unsafe_role';
-    refusal.reason := pg_catalog.format('synchronous_commit is off for the role %s: a registry''s answer must be durable before it is given', session_user);
+    refusal := snowflake_registry.answer(c, 'unsafe_role', pg_catalog.format('synchronous_commit is off for the role %s: a registry''s answer must be durable before it is given', session_user));
     RETURN;
   END IF;
-  IF p_registry IS NOT NULL AND p_registry <> c.registry_id AND NOT p_registry = ANY (c.accepts) THEN
-    refusal.outcome := 'foreign';
-    refusal.reason := pg_catalog.format('this server last leased its worker id from registry %s, and this registry (%s) neither imported that registry''s leases nor accepts its servers', p_registry, c.registry_id);
+  IF t.registry IS NOT NULL AND t.registry <> c.registry_id AND NOT t.registry = ANY (c.accepts) THEN
+    refusal := snowflake_registry.answer(c, 'foreign', pg_catalog.format('this server last leased its worker id from registry %s, and this registry (%s) neither imported that registry''s leases nor accepts its servers', t.registry, c.registry_id));
     RETURN;
   END IF;
-  IF p_claiming AND c.moved_to IS NOT NULL THEN
-    refusal.outcome := 'moved';
-    refusal.reason := pg_catalog.format('this registry''s leases were exported to registry %s at %s: it grants no new lease', c.moved_to, c.moved_at);
+  IF p_call IN ('claim', 'confirm') AND c.moved_to IS NOT NULL THEN
+    refusal := snowflake_registry.answer(c, 'moved', pg_catalog.format('this registry''s leases were exported to registry %s at %s: it grants no new lease', c.moved_to, c.moved_at));
     RETURN;
+  END IF;
+  IF p_call = 'release' THEN RETURN; END IF;
+  -- A lease no longer than the lock-delay, which is what the next claimer waits (the fleet's
+  -- role would otherwise hold a worker id as long as it likes; a lock_delay lowered meanwhile
+  -- would make the next claimer wait less than this holder counts).
+  IF t.ttl_ms IS NULL OR t.ttl_ms > c.lock_delay_ms THEN
+    refusal := snowflake_registry.answer(c, 'ttl', pg_catalog.format('a lease of %s ms is longer than the registry''s lock_delay, %s ms', t.ttl_ms, c.lock_delay_ms));
+    RETURN;
+  END IF;
+  -- A claimer starts from its clock, above ids its predecessors may have issued by theirs: it is
+  -- checked at its claim and again at its confirmation. A renewal is checked one way only.
+  -- Whether a lease still runs is read on this registry's clock, which counts only while it is
+  -- not behind the holder's by more than max_skew: a registry failed over to a server whose
+  -- clock is behind would otherwise renew a lease that ran out in the history it lost, beside
+  -- the server that waited it out there (found by review). A renewal delayed on its way (or
+  -- waiting for the registry's lock) only makes the holder's clock look behind, and must not
+  -- be refused for it. A delay could hide a registry clock behind by as much, but the keeper
+  -- drops an answer after 5 s (EXCHANGE in src/lease/keeper), no longer than the least
+  -- lock_delay, and asks again with its lease run out (renew's p_ran_out) once a failover made
+  -- a new incarnation.
+  skew := t.clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp());
+  IF skew IS NULL OR skew > c.max_skew_ms OR (p_call <> 'renew' AND -skew > c.max_skew_ms) THEN
+    refusal := snowflake_registry.answer(c, 'skew', pg_catalog.format('this server''s clock is %s ms %s the registry''s (at most %s ms are accepted): a holder''s ids run with its clock, and its lease is counted on both', abs(skew), CASE WHEN skew < 0 THEN 'behind' ELSE 'ahead of' END, c.max_skew_ms));
   END IF;
 END
 $$;
@@ -329,51 +389,42 @@ DROP FUNCTION IF EXISTS snowflake_registry.renew(text, text, integer, text, text
 -- confirm before it took the request (servers older than it call the new one, the request NULL).
 DROP FUNCTION IF EXISTS snowflake_registry.confirm(text, text, integer, text, text, text, text, integer, integer, bigint, integer, bigint, uuid, bigint);
 
--- What a lease keeps of a holder's secret.
-CREATE OR REPLACE FUNCTION snowflake_registry.secret_hash(p_secret text)
-RETURNS bytea LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
-AS $$ SELECT pg_catalog.sha256(pg_catalog.convert_to(p_secret, 'UTF8')) $$;
-
--- An answer of outcome `outcome` for registry row `c`.
-CREATE OR REPLACE FUNCTION snowflake_registry.answer(c snowflake_registry.config, outcome text, reason text DEFAULT NULL)
-RETURNS snowflake_registry.answer LANGUAGE sql STABLE
-RETURN ROW(outcome, NULL, NULL, NULL, NULL, NULL, c.epoch, c.registry_id, c.lock_delay_ms, c.max_skew_ms, NULL, reason)::snowflake_registry.answer;
-
--- Releases the leases of the servers of the system `p_system_identifier` on a timeline before
--- `p_timeline` (other than the caller) whose own lease has ended: the caller is a standby
--- promoted after them. A claimer of their worker ids waits out the lock-delay; such a server,
--- brought back, claims like any other (its lease ran out: it waits too) and mints with a worker
--- id nobody else holds. (Until 0.5.0 it was refused for good, as superseded, until an
--- administrator deleted its row: a healthy primary whose lease ran out in a registry outage
--- was taken out of service by a standby promoted meanwhile. Keeping a split brain from writing
--- is the HA manager's work; two servers with their own worker ids never repeat an id.)
-CREATE OR REPLACE FUNCTION snowflake_registry.supersede(p_system_identifier text, p_host text, p_port integer,
-                                                        p_data_directory text, p_timeline integer)
+-- Releases the leases of the servers of the caller's system on a timeline before its own (other
+-- than the caller) whose own lease has ended: the caller is a standby promoted after them. A
+-- claimer of their worker ids waits out the lock-delay; such a server, brought back, claims
+-- like any other (its lease ran out: it waits too) and mints with a worker id nobody else
+-- holds. (Until 0.5.0 it was refused for good, as superseded, until an administrator deleted
+-- its row: a healthy primary whose lease ran out in a registry outage was taken out of service
+-- by a standby promoted meanwhile. Keeping a split brain from writing is the HA manager's
+-- work; two servers with their own worker ids never repeat an id.)
+DROP FUNCTION IF EXISTS snowflake_registry.supersede(text, text, integer, text, integer);
+CREATE OR REPLACE FUNCTION snowflake_registry.supersede(me snowflake_registry.holder)
 RETURNS void LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
   UPDATE snowflake_registry.leases l
      SET released_at = pg_catalog.now(), released_by = 'superseded', pending_key = NULL,
          pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
-   WHERE l.system_identifier = p_system_identifier
-     AND l.timeline < p_timeline
+   WHERE l.system_identifier = me.system_identifier
+     AND l.timeline < me.timeline
      AND l.released_at IS NULL
      AND NOT l.elsewhere
-     AND (l.host, l.port, l.data_directory) IS DISTINCT FROM (p_host, p_port, p_data_directory)
+     AND (l.host, l.port, l.data_directory) IS DISTINCT FROM (me.host, me.port, me.data_directory)
      AND l.expires_at < pg_catalog.now();
 END;
 DROP TABLE IF EXISTS snowflake_registry.superseded;
 
--- Whether another claimant's claim waits on row r, for a caller keyed `me` with secret
--- p_secret: one claim at a time, not overtaken unless its claimant gave up. A claimant waits
--- the lock-delay plus twice max_skew and 4 s (snowflake_core::lease::takeover_wait_ms); its
--- claim is kept a lock-delay more (kept shorter, two claimers overtook each other for ever).
+-- Whether another claimant's claim waits on row r, for caller `me`: one claim at a time, not
+-- overtaken unless its claimant gave up. A claimant waits the lock-delay plus twice max_skew
+-- and 4 s (snowflake_core::lease::takeover_wait_ms); its claim is kept a lock-delay more (kept
+-- shorter, two claimers overtook each other for ever).
+DROP FUNCTION IF EXISTS snowflake_registry.claimed_by_another(snowflake_registry.leases, snowflake_registry.config, text, text);
 CREATE OR REPLACE FUNCTION snowflake_registry.claimed_by_another(r snowflake_registry.leases, c snowflake_registry.config,
-                                                                 me text, p_secret text)
+                                                                 me snowflake_registry.holder)
 RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT r.pending_key IS NOT NULL
-     AND NOT (pg_catalog.starts_with(r.pending_key, me || '|')
-              AND pg_catalog.right(r.pending_key, 64) = pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'))
+     AND NOT (pg_catalog.starts_with(r.pending_key, snowflake_registry.key(me) || '|')
+              AND pg_catalog.right(r.pending_key, 64) = pg_catalog.encode(snowflake_registry.secret_hash(me.secret), 'hex'))
      AND r.pending_since + (r.pending_wait_ms + 2 * c.max_skew_ms + 4000 + c.lock_delay_ms)
                            * interval '1 millisecond' >= pg_catalog.now()
 $$;
@@ -382,22 +433,19 @@ $$;
 -- its snowflake.worker_id names). Its own at once if it provably stopped using it, else one never
 -- held, else one its holder gave back, else the one whose lease ended longest ago. Answers
 -- `granted` (use it once the cap is recorded by a renewal), `wait` (confirm after wait_ms on the
--- caller's boot clock), or why not.
-CREATE OR REPLACE FUNCTION snowflake_registry.claim(
-  p_system_identifier text, p_host text, p_port integer, p_data_directory text,
-  p_boot text, p_host_run text, p_secret text, p_timeline integer,
-  p_first integer, p_last integer, p_pinned boolean,
-  p_ttl_ms integer, p_clock_ms bigint, p_fence bigint, p_request bigint,
-  p_registry uuid, p_seen_epoch bigint)
+-- caller's boot clock), or why not. p_fence: the fence of the lease the caller holds or, from
+-- its durable record, held, if any.
+CREATE OR REPLACE FUNCTION snowflake_registry.claim(me snowflake_registry.holder, t snowflake_registry.terms,
+                                                    p_first integer, p_last integer, p_pinned boolean, p_fence bigint)
 RETURNS snowflake_registry.answer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   o record;
   c snowflake_registry.config;
-  a snowflake_registry.answer;
   r snowflake_registry.leases;
-  me text := snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
+  my_key text := snowflake_registry.key(me);
+  my_hash bytea := snowflake_registry.secret_hash(me.secret);
   mine boolean;
   -- the caller is the holder: it knows the holder's secret
   proven boolean;
@@ -405,27 +453,17 @@ DECLARE
   -- the row is as the write that proved it left it, in this incarnation (untouched())
   untouched boolean;
   immediate boolean;
-  skew bigint;
-  s record;
 BEGIN
-  SELECT * INTO o FROM snowflake_registry.open(p_registry, p_seen_epoch, true);
+  SELECT * INTO o FROM snowflake_registry.open(t, 'claim');
+  IF (o.refusal).outcome IS NOT NULL THEN RETURN o.refusal; END IF;
   c := o.c;
-  a := o.refusal;
-  IF a.outcome IS NOT NULL THEN RETURN a; END IF;
-  IF p_ttl_ms > c.lock_delay_ms THEN
-    RETURN snowflake_registry.answer(c, 'ttl', pg_catalog.format('a lease of %s ms is longer than the registry''s lock_delay, %s ms', p_ttl_ms, c.lock_delay_ms));
-  END IF;
-  skew := p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp());
-  IF abs(skew) > c.max_skew_ms THEN
-    RETURN snowflake_registry.answer(c, 'skew', pg_catalog.format('this server''s clock is %s ms %s the registry''s (at most %s ms are accepted): a new holder starts from its clock, above ids its predecessors may have issued by theirs', abs(skew), CASE WHEN skew < 0 THEN 'behind' ELSE 'ahead of' END, c.max_skew_ms));
-  END IF;
   IF p_first IS NULL OR p_last IS NULL OR p_first < 0 OR p_last < p_first OR p_last - p_first > 65535
-     OR p_secret IS NULL OR pg_catalog.length(p_secret) < 32 THEN
-    RAISE EXCEPTION 'a claim of worker ids %-% (secret of % characters) is not one a server makes', p_first, p_last, pg_catalog.length(p_secret)
+     OR me.secret IS NULL OR pg_catalog.length(me.secret) < 32 THEN
+    RAISE EXCEPTION 'a claim of worker ids %-% (secret of % characters) is not one a server makes', p_first, p_last, pg_catalog.length(me.secret)
       USING ERRCODE = 'invalid_parameter_value', HINT = 'Worker ids are leased by snowflake_ext''s lease keeper.';
   END IF;
-  IF p_timeline > 1 THEN
-    PERFORM snowflake_registry.supersede(p_system_identifier, p_host, p_port, p_data_directory, p_timeline);
+  IF me.timeline > 1 THEN
+    PERFORM snowflake_registry.supersede(me);
   END IF;
   INSERT INTO snowflake_registry.leases (worker, proof)
   SELECT g, snowflake_registry.proof() FROM pg_catalog.generate_series(p_first, p_last) g
@@ -435,19 +473,17 @@ BEGIN
   -- takes for a copy of itself)
   SELECT l.* INTO r FROM snowflake_registry.leases l
    WHERE l.worker BETWEEN p_first AND p_last
-     AND ((snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me
-           AND l.secret_hash = snowflake_registry.secret_hash(p_secret))
+     AND ((snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = my_key AND l.secret_hash = my_hash)
           OR (NOT l.elsewhere
               AND (l.system_identifier IS NULL OR l.released_at IS NOT NULL OR l.expires_at < pg_catalog.now())))
-     AND NOT snowflake_registry.claimed_by_another(l, c, me, p_secret)
-   ORDER BY (snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = me
-             AND l.secret_hash = snowflake_registry.secret_hash(p_secret)) DESC,
+     AND NOT snowflake_registry.claimed_by_another(l, c, me)
+   ORDER BY (snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = my_key AND l.secret_hash = my_hash) DESC,
             -- of this server's, the lease this start holds (its fence, or its request in flight),
             -- not another it held before in this range and lost
-            (l.boot = p_boot AND l.last_request = p_request) IS TRUE DESC,
-            (l.boot = p_boot AND l.fence = p_fence) IS TRUE DESC,
+            (l.boot = me.boot AND l.last_request = t.request) IS TRUE DESC,
+            (l.boot = me.boot AND l.fence = p_fence) IS TRUE DESC,
             -- (fences are counted per lease: of two that match, the one that runs)
-            CASE WHEN (l.boot = p_boot AND l.fence = p_fence) IS TRUE THEN l.expires_at END DESC NULLS LAST,
+            CASE WHEN (l.boot = me.boot AND l.fence = p_fence) IS TRUE THEN l.expires_at END DESC NULLS LAST,
             l.system_identifier IS NULL DESC,
             l.released_by IS NOT DISTINCT FROM 'holder' DESC,
             COALESCE(l.released_at, l.expires_at), l.worker
@@ -456,38 +492,36 @@ BEGIN
   IF NOT FOUND THEN
     IF p_pinned THEN
       SELECT l.* INTO r FROM snowflake_registry.leases l WHERE l.worker = p_first;
-      a := snowflake_registry.answer(c, 'held', pg_catalog.format('worker id %s is %s by %s',
-             p_first,
-             CASE WHEN r.elsewhere THEN 'held in the predecessor registry'
-                  WHEN r.pending_key IS NOT NULL THEN 'being claimed' ELSE 'held' END,
-             COALESCE(r.pending_holder, snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory))));
-      a.worker := p_first;
-      RETURN a;
+      RETURN snowflake_registry.answer(c, 'held', pg_catalog.format('worker id %s is %s by %s', p_first,
+               CASE WHEN r.elsewhere THEN 'held in the predecessor registry'
+                    WHEN r.pending_key IS NOT NULL THEN 'being claimed' ELSE 'held' END,
+               COALESCE(r.pending_holder, snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory))),
+             worker => p_first);
     END IF;
     RETURN snowflake_registry.answer(c, 'exhausted', pg_catalog.format('every worker id of %s-%s is leased by another server', p_first, p_last));
   END IF;
-  mine := snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = me;
+  mine := snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = my_key;
   -- Its identity is in lease_list for anyone with the fleet's password to read: only its secret
   -- tells the holder itself (or a copy of its data directory) from someone posing as it.
-  proven := mine AND r.secret_hash = snowflake_registry.secret_hash(p_secret);
+  proven := mine AND r.secret_hash = my_hash;
   -- the last grant or renewal of this lease was this very request of this start, whose answer
   -- it lost (the keeper asks again with the same request, restarted or not, and the fence it
   -- had: one behind after a renewal or a claim, any after a confirmation)
-  replay := proven AND r.boot = p_boot AND r.last_request = p_request;
+  replay := proven AND r.boot = me.boot AND r.last_request = t.request;
   SELECT snowflake_registry.untouched(l.xmin, l.proof) INTO untouched
     FROM snowflake_registry.leases l WHERE l.worker = r.worker;
   immediate :=
     -- this very start of the server, renewing what it holds, as renew does: only a lease that
     -- still runs here (a request delayed past its end, met by a copy restored without a trace,
     -- would otherwise extend a lease another server may have waited out and taken since)
-    (proven AND r.boot = p_boot AND (r.fence = p_fence OR replay) AND r.released_at IS NULL AND r.displaced_at IS NULL
+    (proven AND r.boot = me.boot AND (r.fence = p_fence OR replay) AND r.released_at IS NULL AND r.displaced_at IS NULL
      AND r.expires_at >= pg_catalog.clock_timestamp())
     -- An earlier start of this server on the same machine run, continuing the lease that its
     -- own durable record (snowflake_ext/lease) says is still running by its boot clock: the
     -- holder's word, with the fence this registry gave it (the lease keeper brings a fence only
     -- from a lease that still runs). PostgreSQL refuses to start while any process of the
     -- earlier start lives, and nobody else can have been granted it within its lease.
-    OR (proven AND r.boot IS DISTINCT FROM p_boot AND r.host_run = p_host_run AND r.fence = p_fence
+    OR (proven AND r.boot IS DISTINCT FROM me.boot AND r.host_run = me.host_run AND r.fence = p_fence
         AND r.released_at IS NULL AND r.displaced_at IS NULL AND NOT r.elsewhere
         AND r.expires_at >= pg_catalog.clock_timestamp())
     -- The registry's own word that nobody holds it, only where it cannot have been lost: a
@@ -504,39 +538,20 @@ BEGIN
           (r.system_identifier IS NULL AND untouched
            AND (SELECT snowflake_registry.untouched(i.xmin, i.proof) FROM snowflake_registry.install i))
           OR (r.released_by = 'holder' AND untouched)));
-  IF proven AND r.boot = p_boot AND p_fence IS NOT NULL AND r.fence > p_fence AND NOT COALESCE(replay, false)
+  IF proven AND r.boot = me.boot AND p_fence IS NOT NULL AND r.fence > p_fence AND NOT COALESCE(replay, false)
      AND r.released_at IS NULL AND NOT r.elsewhere THEN
     -- Another process with this very start's memory renewed it: a copy of this server's
     -- memory (a resumed VM snapshot) runs beside it. (A fence above the registry's is no
     -- copy's, whose fence is at most the registry's: the registry lost the history that gave
     -- it, or it is another lease's; the claim waits out the lock-delay.)
-    a := snowflake_registry.answer(c, 'duplicate', pg_catalog.format('worker id %s was renewed by another process of this very start of the server (fence %s, this one holds %s): a copy of this server''s memory runs elsewhere', r.worker, r.fence, p_fence));
-    a.worker := r.worker;
-    RETURN a;
+    RETURN snowflake_registry.answer(c, 'duplicate', pg_catalog.format('worker id %s was renewed by another process of this very start of the server (fence %s, this one holds %s): a copy of this server''s memory runs elsewhere', r.worker, r.fence, p_fence),
+             worker => r.worker);
   END IF;
-  IF immediate THEN
-    UPDATE snowflake_registry.leases l
-       SET system_identifier = p_system_identifier, host = p_host, port = p_port, data_directory = p_data_directory,
-           timeline = p_timeline, boot = p_boot, host_run = p_host_run,
-           -- the same request again (its answer was lost): answered as the first time
-           fence = CASE WHEN replay THEN l.fence ELSE l.fence + 1 END,
-           held_proof = snowflake_registry.proof(),
-           secret_hash = snowflake_registry.secret_hash(p_secret), last_request = p_request,
-           ttl_ms = p_ttl_ms, skew_ms = skew,
-           since = CASE WHEN mine AND l.released_at IS NULL THEN l.since ELSE pg_catalog.now() END,
-           renewed_at = pg_catalog.now(),
-           expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
-           released_at = NULL, released_by = NULL, elsewhere = false,
-           pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
-     WHERE l.worker = r.worker
-    RETURNING * INTO r;
-    a := snowflake_registry.answer(c, 'granted');
-    a.fence := r.fence;
-  ELSE
+  -- (NULL, of a fence the caller did not bring, is not immediate: it waits)
+  IF immediate IS NOT TRUE THEN
     -- (the row is still its holder's: its request stays)
-    a := snowflake_registry.claim_again(c, r.worker,
-           me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex'),
-           snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory), CASE
+    RETURN snowflake_registry.claim_again(c, r.worker, snowflake_registry.pending_key(me),
+           snowflake_registry.describe(me.system_identifier, me.host, me.port, me.data_directory), CASE
            WHEN r.displaced_at IS NOT NULL THEN pg_catalog.format('two starts of this server''s identity held it (%s)', r.displaced_at)
            WHEN r.released_by = 'admin' THEN 'an administrator released it'
            WHEN r.released_by = 'superseded' THEN 'its holder was superseded'
@@ -545,32 +560,29 @@ BEGIN
            WHEN r.released_by = 'holder' THEN 'the registry''s word that its holder gave it back may have been lost (it was restored, failed over or restarted since)'
            ELSE 'its lease ended without its holder giving it back' END, false);
   END IF;
-  a.worker := r.worker;
-  a.last_mark := r.last_mark;
-  RETURN a;
-END
-$$;
-
--- `granted`, of the lease r just granted (or granted again) to the caller of confirm.
-CREATE OR REPLACE FUNCTION snowflake_registry.granted(c snowflake_registry.config, r snowflake_registry.leases)
-RETURNS snowflake_registry.answer
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  a snowflake_registry.answer := snowflake_registry.answer(c, 'granted');
-BEGIN
-  a.worker := r.worker;
-  a.fence := r.fence;
-  a.last_mark := r.last_mark;
-  RETURN a;
+  UPDATE snowflake_registry.leases l
+     SET system_identifier = me.system_identifier, host = me.host, port = me.port, data_directory = me.data_directory,
+         timeline = me.timeline, boot = me.boot, host_run = me.host_run,
+         -- the same request again (its answer was lost): answered as the first time
+         fence = CASE WHEN replay THEN l.fence ELSE l.fence + 1 END,
+         held_proof = snowflake_registry.proof(), secret_hash = my_hash, last_request = t.request,
+         ttl_ms = t.ttl_ms, skew_ms = o.skew,
+         since = CASE WHEN mine AND l.released_at IS NULL THEN l.since ELSE pg_catalog.now() END,
+         renewed_at = pg_catalog.now(),
+         expires_at = GREATEST(l.expires_at, pg_catalog.now() + t.ttl_ms * interval '1 millisecond'),
+         released_at = NULL, released_by = NULL, elsewhere = false,
+         pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
+   WHERE l.worker = r.worker
+  RETURNING * INTO r;
+  RETURN snowflake_registry.answer(c, 'granted', worker => r.worker, fence => r.fence, last_mark => r.last_mark);
 END
 $$;
 
 -- Claims p_worker for a claimer (its pending key and description), under a new token, from
 -- now: `wait`, saying why. claim() makes its claims to wait here, and confirm() its claims again.
-DROP FUNCTION IF EXISTS snowflake_registry.claim_again(snowflake_registry.config, integer, text, text, text);
 -- p_own_grant: the lease is the caller's own grant, whose request is forgotten; else the row is
 -- still its holder's, whose request stays (asked again, it is known as itself).
+DROP FUNCTION IF EXISTS snowflake_registry.claim_again(snowflake_registry.config, integer, text, text, text);
 CREATE OR REPLACE FUNCTION snowflake_registry.claim_again(c snowflake_registry.config, p_worker integer,
                                                           p_pending_key text, p_holder text, p_reason text,
                                                           p_own_grant boolean)
@@ -578,7 +590,6 @@ RETURNS snowflake_registry.answer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  a snowflake_registry.answer;
   r snowflake_registry.leases;
 BEGIN
   UPDATE snowflake_registry.leases l
@@ -590,58 +601,37 @@ BEGIN
          last_request = CASE WHEN p_own_grant THEN NULL ELSE l.last_request END
    WHERE l.worker = p_worker
   RETURNING * INTO r;
-  a := snowflake_registry.answer(c, 'wait', p_reason);
-  a.worker := p_worker;
-  a.token := r.pending_token;
-  a.wait_ms := r.pending_wait_ms;
-  RETURN a;
+  RETURN snowflake_registry.answer(c, 'wait', p_reason, worker => p_worker, last_mark => r.last_mark,
+                                   token => r.pending_token, wait_ms => r.pending_wait_ms);
 END
 $$;
 
 -- Takes the worker id the caller claimed with `p_token`, once it has waited out the lock-delay:
--- `granted` if nobody renewed or claimed it meanwhile. p_request is the same for every attempt
--- of one confirmation: one whose answer was lost is answered again as the first time (NULL from
--- servers older than it).
-CREATE OR REPLACE FUNCTION snowflake_registry.confirm(
-  p_system_identifier text, p_host text, p_port integer, p_data_directory text,
-  p_boot text, p_host_run text, p_secret text, p_timeline integer,
-  p_worker integer, p_token bigint, p_ttl_ms integer, p_clock_ms bigint,
-  p_registry uuid, p_seen_epoch bigint, p_request bigint DEFAULT NULL)
+-- `granted` if nobody renewed or claimed it meanwhile. The request (t.request) is the same for
+-- every attempt of one confirmation: one whose answer was lost is answered again as the first
+-- time (NULL from servers older than it).
+CREATE OR REPLACE FUNCTION snowflake_registry.confirm(me snowflake_registry.holder, t snowflake_registry.terms,
+                                                      p_worker integer, p_token bigint)
 RETURNS snowflake_registry.answer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   o record;
   c snowflake_registry.config;
-  a snowflake_registry.answer;
   r snowflake_registry.leases;
-  me text := snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
+  my_key text := snowflake_registry.key(me);
   -- the caller's claim, as claim() keyed it
-  pending text := me || '|' || p_boot || '|' || p_host_run || '|' || pg_catalog.encode(snowflake_registry.secret_hash(p_secret), 'hex');
+  pending text := snowflake_registry.pending_key(me);
   left_ms bigint;
-  skew bigint;
 BEGIN
-  SELECT * INTO o FROM snowflake_registry.open(p_registry, p_seen_epoch, true);
+  SELECT * INTO o FROM snowflake_registry.open(t, 'confirm');
+  IF (o.refusal).outcome IS NOT NULL THEN RETURN o.refusal; END IF;
   c := o.c;
-  a := o.refusal;
-  IF a.outcome IS NOT NULL THEN RETURN a; END IF;
-  -- As in claim and renew: a lease no longer than the lock-delay, which is what the next
-  -- claimer waits (the fleet's role confirming its own claim would otherwise hold a worker id
-  -- as long as it likes; a lock_delay lowered meanwhile would make the next claimer wait less
-  -- than this holder counts).
-  IF p_ttl_ms IS NULL OR p_ttl_ms > c.lock_delay_ms THEN
-    RETURN snowflake_registry.answer(c, 'ttl', pg_catalog.format('a lease of %s ms is longer than the registry''s lock_delay, %s ms', p_ttl_ms, c.lock_delay_ms));
-  END IF;
-  -- The claimer's clock is checked again: it starts from it now, a lock-delay after its claim.
-  skew := p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp());
-  IF abs(skew) > c.max_skew_ms THEN
-    RETURN snowflake_registry.answer(c, 'skew', pg_catalog.format('this server''s clock is %s ms %s the registry''s (at most %s ms are accepted): a new holder starts from its clock, above ids its predecessors may have issued by theirs', abs(skew), CASE WHEN skew < 0 THEN 'behind' ELSE 'ahead of' END, c.max_skew_ms));
-  END IF;
   SELECT l.* INTO r FROM snowflake_registry.leases l WHERE l.worker = p_worker FOR UPDATE;
-  IF FOUND AND p_request IS NOT NULL AND r.last_request = p_request
-     AND snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = me
-     AND r.secret_hash = snowflake_registry.secret_hash(p_secret)
-     AND r.boot = p_boot AND r.host_run = p_host_run
+  IF FOUND AND t.request IS NOT NULL AND r.last_request = t.request
+     AND snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = my_key
+     AND r.secret_hash = snowflake_registry.secret_hash(me.secret)
+     AND r.boot = me.boot AND r.host_run = me.host_run
      AND r.released_at IS NULL AND r.displaced_at IS NULL AND NOT r.elsewhere THEN
     -- This very confirmation again: it was granted, and its answer lost (the keeper asks again
     -- with the same request). Nobody renewed since (a renewal sets its own request).
@@ -652,33 +642,29 @@ BEGIN
       -- lock-delay; unless another server's claim waits on it (one that has not given up, as
       -- claim() judges it): that claim is not overtaken (one claim at a time, as in claim()),
       -- and this one is lost: its server claims again, and claim() keeps that claim too.
-      IF snowflake_registry.claimed_by_another(r, c, me, p_secret) THEN
-        a := snowflake_registry.answer(c, 'lost', pg_catalog.format('this server''s confirmation was granted, its answer lost, and the lease ran out unused before it asked again; worker id %s is now claimed by %s', p_worker, r.pending_holder));
-        a.worker := p_worker;
-        RETURN a;
+      IF snowflake_registry.claimed_by_another(r, c, me) THEN
+        RETURN snowflake_registry.answer(c, 'lost', pg_catalog.format('this server''s confirmation was granted, its answer lost, and the lease ran out unused before it asked again; worker id %s is now claimed by %s', p_worker, r.pending_holder),
+                 worker => p_worker);
       END IF;
-      RETURN snowflake_registry.claim_again(c, p_worker, pending, snowflake_registry.describe(p_system_identifier, p_host, p_port, p_data_directory),
+      RETURN snowflake_registry.claim_again(c, p_worker, pending, snowflake_registry.describe(me.system_identifier, me.host, me.port, me.data_directory),
                'this server''s confirmation was granted, its answer lost, and the lease ran out unused before it asked again', true);
     END IF;
     -- Answered as the first time, the fence unchanged; the lease runs from now, as the keeper
     -- counts it from this attempt.
     UPDATE snowflake_registry.leases l
        SET renewed_at = pg_catalog.now(), held_proof = snowflake_registry.proof(),
-           expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
+           expires_at = GREATEST(l.expires_at, pg_catalog.now() + t.ttl_ms * interval '1 millisecond'),
            pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
      WHERE l.worker = p_worker
     RETURNING * INTO r;
-    RETURN snowflake_registry.granted(c, r);
+    RETURN snowflake_registry.answer(c, 'granted', worker => r.worker, fence => r.fence, last_mark => r.last_mark);
   END IF;
   IF FOUND AND r.pending_key = pending AND r.pending_token IS DISTINCT FROM p_token THEN
     -- This start's claim, under another token (the registry claimed it again for this server,
     -- and that answer was lost): waited out under that token, the whole lock-delay on the
     -- caller's clock from now (the registry's clock alone never proves a wait).
-    a := snowflake_registry.answer(c, 'wait', 'the registry claimed it again for this server under another token');
-    a.worker := p_worker;
-    a.token := r.pending_token;
-    a.wait_ms := r.pending_wait_ms;
-    RETURN a;
+    RETURN snowflake_registry.answer(c, 'wait', 'the registry claimed it again for this server under another token',
+             worker => p_worker, token => r.pending_token, wait_ms => r.pending_wait_ms);
   END IF;
   IF NOT FOUND OR r.pending_token IS DISTINCT FROM p_token OR r.pending_key IS DISTINCT FROM pending THEN
     -- Another start of this server renewed the lease while this one waited (the claim put the
@@ -686,18 +672,17 @@ BEGIN
     -- One that ran out proves nothing: this claim may have been overtaken by another server's,
     -- or cleared by a recovery, while the start it names is long gone (a restart after a
     -- reboot). That is lost, and this start claims again.
-    IF snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = me
-       AND r.secret_hash = snowflake_registry.secret_hash(p_secret)
-       AND r.boot IS DISTINCT FROM p_boot AND r.released_at IS NULL
+    IF snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory) = my_key
+       AND r.secret_hash = snowflake_registry.secret_hash(me.secret)
+       AND r.boot IS DISTINCT FROM me.boot AND r.released_at IS NULL
        AND r.expires_at >= pg_catalog.now() THEN
-      a := snowflake_registry.answer(c, 'duplicate', pg_catalog.format('another start of this server (%s) holds worker id %s and renewed it while this one waited: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory), p_worker));
-    ELSE
-      a := snowflake_registry.answer(c, 'lost', pg_catalog.format('while this server waited, worker id %s was %s', p_worker,
-             CASE WHEN r.pending_key IS NOT NULL THEN 'claimed by ' || r.pending_holder
-                  ELSE 'renewed by its holder, ' || snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory) END));
+      RETURN snowflake_registry.answer(c, 'duplicate', pg_catalog.format('another start of this server (%s) holds worker id %s and renewed it while this one waited: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory), p_worker),
+               worker => p_worker);
     END IF;
-    a.worker := p_worker;
-    RETURN a;
+    RETURN snowflake_registry.answer(c, 'lost', pg_catalog.format('while this server waited, worker id %s was %s', p_worker,
+             CASE WHEN r.pending_key IS NOT NULL THEN 'claimed by ' || r.pending_holder
+                  ELSE 'renewed by its holder, ' || snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory) END),
+             worker => p_worker);
   END IF;
   IF NOT (SELECT snowflake_registry.untouched(l.xmin, l.proof) FROM snowflake_registry.leases l
            WHERE l.worker = p_worker) THEN
@@ -710,221 +695,208 @@ BEGIN
   -- The claimer's boot clock is what proves the wait; the registry's clock must agree.
   left_ms := r.pending_wait_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()) + snowflake_registry.unix_ms(r.pending_since);
   IF left_ms > 0 THEN
-    a := snowflake_registry.answer(c, 'wait', 'the registry''s clock has not seen the lock-delay pass yet');
-    a.worker := p_worker;
-    a.token := p_token;
-    a.wait_ms := left_ms;
-    RETURN a;
+    RETURN snowflake_registry.answer(c, 'wait', 'the registry''s clock has not seen the lock-delay pass yet',
+             worker => p_worker, token => p_token, wait_ms => left_ms);
   END IF;
   UPDATE snowflake_registry.leases l
-     SET system_identifier = p_system_identifier, host = p_host, port = p_port, data_directory = p_data_directory,
-         timeline = p_timeline, boot = p_boot, host_run = p_host_run, fence = l.fence + 1,
+     SET system_identifier = me.system_identifier, host = me.host, port = me.port, data_directory = me.data_directory,
+         timeline = me.timeline, boot = me.boot, host_run = me.host_run, fence = l.fence + 1,
          held_proof = snowflake_registry.proof(),
-         secret_hash = snowflake_registry.secret_hash(p_secret), last_request = p_request,
-         ttl_ms = p_ttl_ms, skew_ms = skew,
+         secret_hash = snowflake_registry.secret_hash(me.secret), last_request = t.request,
+         ttl_ms = t.ttl_ms, skew_ms = o.skew,
          since = pg_catalog.now(), renewed_at = pg_catalog.now(),
-         expires_at = pg_catalog.now() + p_ttl_ms * interval '1 millisecond',
+         expires_at = pg_catalog.now() + t.ttl_ms * interval '1 millisecond',
          released_at = NULL, released_by = NULL, elsewhere = false,
          contested_at = NULL, contested_by = NULL, displaced_at = NULL, displaced_by = NULL,
          pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
    WHERE l.worker = p_worker
   RETURNING * INTO r;
-  RETURN snowflake_registry.granted(c, r);
+  RETURN snowflake_registry.answer(c, 'granted', worker => r.worker, fence => r.fence, last_mark => r.last_mark);
 END
 $$;
 
--- Renews the caller's lease of p_worker (last seen with p_fence) for p_ttl_ms, recording p_cap
+-- Renews the caller's lease of p_worker (last seen with p_fence) for t.ttl_ms, recording p_cap
 -- (an id of the worker) below which it will issue. `renewed` with the new fence, or `lost`,
--- `duplicate` (a copy of the caller holds it) and why.
--- p_ran_out: the holder's lease had run out on its own clock when it sent this renewal (NULL from
--- servers older than the flag: taken as true). p_seen_epoch is no longer read.
-CREATE OR REPLACE FUNCTION snowflake_registry.renew(
-  p_system_identifier text, p_host text, p_port integer, p_data_directory text,
-  p_boot text, p_secret text, p_timeline integer,
-  p_worker integer, p_fence bigint, p_request bigint, p_cap bigint, p_ttl_ms integer, p_clock_ms bigint,
-  p_registry uuid, p_seen_epoch bigint, p_ran_out boolean DEFAULT NULL)
+-- `duplicate` (a copy of the caller holds it) and why. p_ran_out: the holder's lease had run out
+-- on its own clock when it sent this renewal (NULL from servers older than the flag: taken as
+-- true).
+CREATE OR REPLACE FUNCTION snowflake_registry.renew(me snowflake_registry.holder, t snowflake_registry.terms,
+                                                    p_worker integer, p_fence bigint, p_cap bigint, p_ran_out boolean)
 RETURNS snowflake_registry.answer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   o record;
   c snowflake_registry.config;
-  a snowflake_registry.answer;
   r snowflake_registry.leases;
-  me text := snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
-  holder text;
+  my_key text := snowflake_registry.key(me);
+  holder_key text;
   copy text;
   replay boolean;
 BEGIN
-  SELECT * INTO o FROM snowflake_registry.open(p_registry, p_seen_epoch, false);
+  SELECT * INTO o FROM snowflake_registry.open(t, 'renew');
+  IF (o.refusal).outcome IS NOT NULL THEN RETURN o.refusal; END IF;
   c := o.c;
-  a := o.refusal;
-  IF a.outcome IS NOT NULL THEN RETURN a; END IF;
-  a := snowflake_registry.answer(c, 'lost');
-  a.worker := p_worker;
-  IF p_ttl_ms > c.lock_delay_ms THEN
-    a.outcome := 'ttl';
-    a.reason := pg_catalog.format('a lease of %s ms is longer than the registry''s lock_delay, %s ms', p_ttl_ms, c.lock_delay_ms);
-    RETURN a;
-  END IF;
-  -- Whether a lease still runs here is read on this registry's clock, which counts only while
-  -- it is not behind the holder's by more than max_skew: a registry failed over to a server
-  -- whose clock is behind would otherwise renew a lease that ran out in the history it lost,
-  -- beside the server that waited it out there (found by review; the lease model has one
-  -- registry clock). One-sided: a renewal delayed on its way (or waiting for the registry's
-  -- lock) only makes the holder's clock look behind, and must not be refused for it. A delay
-  -- could hide a registry clock behind by as much, but the keeper drops an answer after 5 s
-  -- (EXCHANGE in src/lease/keeper), no longer than the least lock_delay, and asks again with
-  -- its lease run out (p_ran_out, below) once a failover made a new incarnation.
-  IF p_clock_ms IS NULL OR p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()) > c.max_skew_ms THEN
-    a.outcome := 'skew';
-    a.reason := pg_catalog.format('this server''s clock is %s ms ahead of the registry''s (at most %s ms are accepted)', p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()), c.max_skew_ms);
-    RETURN a;
-  END IF;
   SELECT l.* INTO r FROM snowflake_registry.leases l WHERE l.worker = p_worker FOR UPDATE;
   IF NOT FOUND THEN
-    a.reason := 'the registry has no such lease';
-    RETURN a;
+    RETURN snowflake_registry.answer(c, 'lost', 'the registry has no such lease', worker => p_worker);
   END IF;
-  holder := snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory);
-  IF holder = me AND r.secret_hash IS DISTINCT FROM snowflake_registry.secret_hash(p_secret) THEN
+  holder_key := snowflake_registry.key(r.system_identifier, r.host, r.port, r.data_directory);
+  IF holder_key = my_key AND r.secret_hash IS DISTINCT FROM snowflake_registry.secret_hash(me.secret) THEN
     -- Someone with the fleet's password posing as the holder: told nothing, changes nothing.
-    a.reason := 'the caller is not the lease''s holder';
-    RETURN a;
+    RETURN snowflake_registry.answer(c, 'lost', 'the caller is not the lease''s holder', worker => p_worker);
   END IF;
   -- (a server older than the flag sends NULL: judged as if its lease had run out, fail closed)
-  IF holder = me AND p_ran_out IS NOT FALSE AND NOT (SELECT snowflake_registry.untouched(l.xmin, l.held_proof)
-                                          FROM snowflake_registry.leases l WHERE l.worker = p_worker) THEN
+  IF holder_key = my_key AND p_ran_out IS NOT FALSE AND NOT (SELECT snowflake_registry.untouched(l.xmin, l.held_proof)
+                                                             FROM snowflake_registry.leases l WHERE l.worker = p_worker) THEN
     -- The holder's lease ran out on its own clock: renewing it rests on the registry's word
     -- that nobody took it meanwhile, which counts only where this incarnation recorded the
     -- holder's last grant or renewal (the rule of claim's C and D). It claims again.
-    a.reason := 'this server''s lease ran out on its own clock, and this registry did not record its last renewal (restored, failed over or restarted since): it may have changed hands in the history that was lost; this start claims it again';
-    RETURN a;
+    RETURN snowflake_registry.answer(c, 'lost', 'this server''s lease ran out on its own clock, and this registry did not record its last renewal (restored, failed over or restarted since): it may have changed hands in the history that was lost; this start claims it again',
+             worker => p_worker);
   END IF;
   IF c.moved_to IS NOT NULL AND r.expires_at < pg_catalog.now() THEN
     -- Once exported, a lease that ran out stays out: the successor may hand it on after
     -- retire_predecessor().
-    a.reason := pg_catalog.format('it ran out after this registry''s leases were exported to registry %s', c.moved_to);
-    RETURN a;
+    RETURN snowflake_registry.answer(c, 'lost', pg_catalog.format('it ran out after this registry''s leases were exported to registry %s', c.moved_to),
+             worker => p_worker);
   END IF;
   -- The same request again: its answer was lost (the holder gave up waiting for it).
-  replay := r.fence = p_fence + 1 AND r.last_request = p_request;
-  IF holder = me AND p_fence > r.fence AND r.released_at IS NULL AND NOT r.elsewhere THEN
+  replay := r.fence = p_fence + 1 AND r.last_request = t.request;
+  IF holder_key = my_key AND p_fence > r.fence AND r.released_at IS NULL AND NOT r.elsewhere THEN
     -- The holder (its secret says so) brings a fence of this lease that this registry never
     -- gave: a fence only grows here and reaches a server only in an answer, so the registry
     -- lost the history that gave it (restored from an older copy, or failed over to a standby
     -- that had not received everything). In that history the worker id may have changed hands:
     -- the holder claims it again, through the lock-delay. (A copy of the holder's memory brings
     -- a fence at most the registry's: that is below.)
-    a.reason := pg_catalog.format('this start holds fence %s of worker id %s, and the registry has %s: it lost the history that gave it (restored from an older copy, or failed over); this start claims it again', p_fence, p_worker, r.fence);
-    RETURN a;
+    RETURN snowflake_registry.answer(c, 'lost', pg_catalog.format('this start holds fence %s of worker id %s, and the registry has %s: it lost the history that gave it (restored from an older copy, or failed over); this start claims it again', p_fence, p_worker, r.fence),
+             worker => p_worker);
   END IF;
-  IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
+  IF holder_key = my_key AND r.boot = me.boot AND r.released_at IS NULL AND NOT r.elsewhere
      AND r.expires_at < pg_catalog.clock_timestamp() THEN
     -- A lease renewed only while it runs here (read now, not when the call began: it may have
     -- waited for the row's lock). A renewal delayed past the lease's end (sent
     -- while it ran, by the holder's clock), met by a registry restored without a trace, would
     -- otherwise extend a lease that another server may have waited out and taken since, in a
     -- history the registry lost (the lease model's two-restore case). The holder claims again.
-    a.reason := pg_catalog.format('the lease ran out here at %s, before this renewal arrived; this start claims it again', r.expires_at);
-    RETURN a;
+    RETURN snowflake_registry.answer(c, 'lost', pg_catalog.format('the lease ran out here at %s, before this renewal arrived; this start claims it again', r.expires_at),
+             worker => p_worker);
   END IF;
-  IF holder = me AND r.boot = p_boot AND r.released_at IS NULL AND NOT r.elsewhere
+  IF holder_key = my_key AND r.boot = me.boot AND r.released_at IS NULL AND NOT r.elsewhere
      AND (r.fence = p_fence OR replay) THEN
     IF r.displaced_at > r.since THEN
       -- A copy of this server that lost this lease to it says so: both stop.
-      a.outcome := 'duplicate';
-      a.reason := pg_catalog.format('another start of this server (%s) held worker id %s and found this one in its place: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', r.displaced_by, p_worker);
-      RETURN a;
+      RETURN snowflake_registry.answer(c, 'duplicate', pg_catalog.format('another start of this server (%s) held worker id %s and found this one in its place: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', r.displaced_by, p_worker),
+               worker => p_worker);
     END IF;
-    IF pg_catalog.starts_with(r.pending_key, me || '|')
+    IF pg_catalog.starts_with(r.pending_key, my_key || '|')
        AND pg_catalog.right(r.pending_key, 64) = pg_catalog.encode(r.secret_hash, 'hex') THEN
-      copy := r.pending_holder || ', start ' || pg_catalog.split_part(pg_catalog.substr(r.pending_key, pg_catalog.length(me) + 2), '|', 1);
+      copy := r.pending_holder || ', start ' || pg_catalog.split_part(pg_catalog.substr(r.pending_key, pg_catalog.length(my_key) + 2), '|', 1);
     END IF;
     UPDATE snowflake_registry.leases l
        SET held_proof = snowflake_registry.proof(),
            fence = CASE WHEN replay THEN l.fence ELSE l.fence + 1 END,
-           last_request = p_request,
+           last_request = t.request,
            renewed_at = pg_catalog.now(),
-           expires_at = GREATEST(l.expires_at, pg_catalog.now() + p_ttl_ms * interval '1 millisecond'),
-           ttl_ms = p_ttl_ms, timeline = p_timeline,
-           skew_ms = p_clock_ms - snowflake_registry.unix_ms(pg_catalog.clock_timestamp()),
+           expires_at = GREATEST(l.expires_at, pg_catalog.now() + t.ttl_ms * interval '1 millisecond'),
+           ttl_ms = t.ttl_ms, timeline = me.timeline, skew_ms = o.skew,
            last_mark = GREATEST(l.last_mark, p_cap),
            contested_at = CASE WHEN copy IS NOT NULL THEN pg_catalog.now() ELSE l.contested_at END,
            contested_by = COALESCE(copy, l.contested_by),
            pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
      WHERE l.worker = p_worker
     RETURNING * INTO r;
-    IF p_timeline > 1 THEN
-      PERFORM snowflake_registry.supersede(p_system_identifier, p_host, p_port, p_data_directory, p_timeline);
+    IF me.timeline > 1 THEN
+      PERFORM snowflake_registry.supersede(me);
     END IF;
-    a.outcome := 'renewed';
-    a.fence := r.fence;
-    IF copy IS NOT NULL THEN
-      a.reason := pg_catalog.format('another start of this server''s identity (%s) tried to claim worker id %s: a copy of this server runs; this one keeps it', copy, p_worker);
-    END IF;
-    RETURN a;
+    RETURN snowflake_registry.answer(c, 'renewed', CASE WHEN copy IS NOT NULL THEN pg_catalog.format('another start of this server''s identity (%s) tried to claim worker id %s: a copy of this server runs; this one keeps it', copy, p_worker) END,
+             worker => p_worker, fence => r.fence);
   END IF;
-  IF holder = me AND r.released_at IS NULL AND NOT r.elsewhere
-     AND (r.boot = p_boot OR r.expires_at >= pg_catalog.now()) THEN
+  IF holder_key = my_key AND r.released_at IS NULL AND NOT r.elsewhere
+     AND (r.boot = me.boot OR r.expires_at >= pg_catalog.now()) THEN
     -- This server's identity holds it, but not this start, or not with this fence, and that
     -- holder's lease runs: a copy. (Another start's lease that ran out proves nothing: it is
     -- as likely an earlier start of this very server, killed, whose lease a registry restored
     -- from a copy brought back. This start claims again, and a copy still renewing would say
     -- so there.)
     UPDATE snowflake_registry.leases l
-       SET displaced_at = pg_catalog.now(), displaced_by = 'start ' || p_boot
+       SET displaced_at = pg_catalog.now(), displaced_by = 'start ' || me.boot
      WHERE l.worker = p_worker;
-    a.outcome := 'duplicate';
-    a.reason := CASE WHEN r.boot = p_boot
+    RETURN snowflake_registry.answer(c, 'duplicate', CASE WHEN r.boot = me.boot
       THEN pg_catalog.format('worker id %s was renewed by another process of this very start of the server (fence %s, this one holds %s): a copy of this server''s memory runs elsewhere', p_worker, r.fence, p_fence)
-      ELSE pg_catalog.format('another start of this server (boot %s, machine run %s) now holds worker id %s: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', r.boot, r.host_run, p_worker) END;
-    RETURN a;
+      ELSE pg_catalog.format('another start of this server (boot %s, machine run %s) now holds worker id %s: a copy of this server runs (a VM snapshot, or a copied data directory on a host of the same name)', r.boot, r.host_run, p_worker) END,
+      worker => p_worker);
   END IF;
-  a.reason := CASE
+  RETURN snowflake_registry.answer(c, 'lost', CASE
     WHEN r.released_by = 'admin' THEN 'an administrator released it'
     WHEN r.released_by = 'superseded' THEN 'a standby promoted after this server superseded it'
     WHEN r.released_at IS NOT NULL THEN 'it was given back'
     WHEN r.elsewhere THEN 'it is held in the registry this one took over from'
     WHEN r.system_identifier IS NULL THEN 'the registry does not know this lease'
-    WHEN holder = me THEN pg_catalog.format('the registry names another start of this server (boot %s) as its holder, whose lease ran out at %s (an earlier start, brought back by a registry restored from a copy?)', r.boot, r.expires_at)
-    ELSE 'it was taken by ' || snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory) END;
-  RETURN a;
+    WHEN holder_key = my_key THEN pg_catalog.format('the registry names another start of this server (boot %s) as its holder, whose lease ran out at %s (an earlier start, brought back by a registry restored from a copy?)', r.boot, r.expires_at)
+    ELSE 'it was taken by ' || snowflake_registry.describe(r.system_identifier, r.host, r.port, r.data_directory) END,
+    worker => p_worker);
 END
 $$;
 
 -- Gives back the caller's lease of p_worker at a clean stop (or a move to another registry or
--- range), recording p_end: one past the last id it issued (it issues no more), so that the next
--- holder, most often this server again, continues right above its ids, at once.
-CREATE OR REPLACE FUNCTION snowflake_registry.release(
-  p_system_identifier text, p_host text, p_port integer, p_data_directory text,
-  p_boot text, p_secret text, p_worker integer, p_fence bigint, p_end bigint,
-  p_registry uuid, p_seen_epoch bigint)
+-- range), recording p_cap: one past the last id it issued (it issues no more), so that the next
+-- holder, most often this server again, continues right above its ids, at once. Of t, only the
+-- registry is read.
+CREATE OR REPLACE FUNCTION snowflake_registry.release(me snowflake_registry.holder, t snowflake_registry.terms,
+                                                      p_worker integer, p_fence bigint, p_cap bigint)
 RETURNS snowflake_registry.answer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   o record;
-  c snowflake_registry.config;
-  a snowflake_registry.answer;
 BEGIN
-  SELECT * INTO o FROM snowflake_registry.open(p_registry, p_seen_epoch, false);
-  c := o.c;
-  a := o.refusal;
-  IF a.outcome IS NOT NULL THEN RETURN a; END IF;
+  SELECT * INTO o FROM snowflake_registry.open(t, 'release');
+  IF (o.refusal).outcome IS NOT NULL THEN RETURN o.refusal; END IF;
   UPDATE snowflake_registry.leases l
-     SET released_at = pg_catalog.now(), released_by = 'holder', last_mark = p_end,
+     SET released_at = pg_catalog.now(), released_by = 'holder', last_mark = p_cap,
          proof = CASE WHEN snowflake_registry.untouched(l.xmin, l.held_proof) THEN snowflake_registry.proof() END,
          pending_key = NULL, pending_holder = NULL, pending_token = NULL, pending_since = NULL, pending_wait_ms = NULL
-   WHERE l.worker = p_worker AND l.fence = p_fence AND l.boot = p_boot AND l.released_at IS NULL
-     AND l.secret_hash = snowflake_registry.secret_hash(p_secret)
-     AND snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory)
-         = snowflake_registry.key(p_system_identifier, p_host, p_port, p_data_directory);
-  a := snowflake_registry.answer(c, CASE WHEN FOUND THEN 'released' ELSE 'lost' END);
-  a.worker := p_worker;
-  RETURN a;
+   WHERE l.worker = p_worker AND l.fence = p_fence AND l.boot = me.boot AND l.released_at IS NULL
+     AND l.secret_hash = snowflake_registry.secret_hash(me.secret)
+     AND snowflake_registry.key(l.system_identifier, l.host, l.port, l.data_directory) = snowflake_registry.key(me);
+  RETURN snowflake_registry.answer(o.c, CASE WHEN FOUND THEN 'released' ELSE 'lost' END, worker => p_worker);
 END
 $$;
+
+-- The calls of servers before registry format 4, one positional parameter each (p_seen_epoch
+-- is no longer read): each is the call above.
+CREATE OR REPLACE FUNCTION snowflake_registry.claim(p_system_identifier text, p_host text, p_port integer,
+  p_data_directory text, p_boot text, p_host_run text, p_secret text, p_timeline integer, p_first integer,
+  p_last integer, p_pinned boolean, p_ttl_ms integer, p_clock_ms bigint, p_fence bigint, p_request bigint,
+  p_registry uuid, p_seen_epoch bigint)
+RETURNS snowflake_registry.answer LANGUAGE sql SET search_path = pg_catalog, pg_temp
+RETURN snowflake_registry.claim(ROW(p_system_identifier, p_host, p_port, p_data_directory, p_timeline, p_boot, p_host_run,
+  p_secret)::snowflake_registry.holder, ROW(p_registry, p_request, p_ttl_ms, p_clock_ms)::snowflake_registry.terms,
+  p_first, p_last, p_pinned, p_fence);
+CREATE OR REPLACE FUNCTION snowflake_registry.confirm(p_system_identifier text, p_host text, p_port integer,
+  p_data_directory text, p_boot text, p_host_run text, p_secret text, p_timeline integer, p_worker integer,
+  p_token bigint, p_ttl_ms integer, p_clock_ms bigint, p_registry uuid, p_seen_epoch bigint, p_request bigint DEFAULT NULL)
+RETURNS snowflake_registry.answer LANGUAGE sql SET search_path = pg_catalog, pg_temp
+RETURN snowflake_registry.confirm(ROW(p_system_identifier, p_host, p_port, p_data_directory, p_timeline, p_boot, p_host_run,
+  p_secret)::snowflake_registry.holder, ROW(p_registry, p_request, p_ttl_ms, p_clock_ms)::snowflake_registry.terms,
+  p_worker, p_token);
+CREATE OR REPLACE FUNCTION snowflake_registry.renew(p_system_identifier text, p_host text, p_port integer,
+  p_data_directory text, p_boot text, p_secret text, p_timeline integer, p_worker integer, p_fence bigint,
+  p_request bigint, p_cap bigint, p_ttl_ms integer, p_clock_ms bigint, p_registry uuid, p_seen_epoch bigint,
+  p_ran_out boolean DEFAULT NULL)
+RETURNS snowflake_registry.answer LANGUAGE sql SET search_path = pg_catalog, pg_temp
+RETURN snowflake_registry.renew(ROW(p_system_identifier, p_host, p_port, p_data_directory, p_timeline, p_boot, NULL,
+  p_secret)::snowflake_registry.holder, ROW(p_registry, p_request, p_ttl_ms, p_clock_ms)::snowflake_registry.terms,
+  p_worker, p_fence, p_cap, p_ran_out);
+CREATE OR REPLACE FUNCTION snowflake_registry.release(p_system_identifier text, p_host text, p_port integer,
+  p_data_directory text, p_boot text, p_secret text, p_worker integer, p_fence bigint, p_end bigint,
+  p_registry uuid, p_seen_epoch bigint)
+RETURNS snowflake_registry.answer LANGUAGE sql SET search_path = pg_catalog, pg_temp
+RETURN snowflake_registry.release(ROW(p_system_identifier, p_host, p_port, p_data_directory, NULL, p_boot, NULL,
+  p_secret)::snowflake_registry.holder, ROW(p_registry, NULL, NULL, NULL)::snowflake_registry.terms,
+  p_worker, p_fence, p_end);
 
 -- This registry's id and epoch, and its limits (a server checks where a new snowflake.registry
 -- points before it leaves the old one).
@@ -1109,6 +1081,10 @@ BEGIN
   EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA snowflake_registry TO %s', p_role);
   EXECUTE pg_catalog.format('GRANT SELECT ON snowflake_registry.lease_list TO %s', p_role);
   EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION
+      snowflake_registry.claim(snowflake_registry.holder, snowflake_registry.terms, integer, integer, boolean, bigint),
+      snowflake_registry.confirm(snowflake_registry.holder, snowflake_registry.terms, integer, bigint),
+      snowflake_registry.renew(snowflake_registry.holder, snowflake_registry.terms, integer, bigint, bigint, boolean),
+      snowflake_registry.release(snowflake_registry.holder, snowflake_registry.terms, integer, bigint, bigint),
       snowflake_registry.claim(text, text, integer, text, text, text, text, integer, integer, integer, boolean, integer, bigint, bigint, bigint, uuid, bigint),
       snowflake_registry.confirm(text, text, integer, text, text, text, text, integer, integer, bigint, integer, bigint, uuid, bigint, bigint),
       snowflake_registry.renew(text, text, integer, text, text, text, integer, integer, bigint, bigint, bigint, integer, bigint, uuid, bigint, boolean),

@@ -99,14 +99,23 @@ impl Registry<'_> {
             .enumerate()
             .map(|(i, t)| format!("${}::pg_catalog.{t}", i + 1))
             .collect();
+        self.call_with(function, &args.join(", "), params)
+    }
+
+    /// Calls `function` with the arguments `args` (SQL over `$1`.. of `params`).
+    fn call_with(
+        &mut self,
+        function: &str,
+        args: &str,
+        params: &[Option<String>],
+    ) -> Result<Answer, Failure> {
         let sql = format!(
             "SELECT a.outcome, a.worker::pg_catalog.text, a.fence::pg_catalog.text,
                     a.last_mark::pg_catalog.text, a.token::pg_catalog.text,
                     a.wait_ms::pg_catalog.text, a.epoch::pg_catalog.text,
                     a.registry_id::pg_catalog.text, a.lock_delay_ms::pg_catalog.text,
                     a.max_skew_ms::pg_catalog.text, a.min_start_ms::pg_catalog.text, a.reason
-               FROM snowflake_registry.{function}({}) a",
-            args.join(", ")
+               FROM snowflake_registry.{function}({args}) a"
         );
         let rows = self
             .conn
@@ -160,6 +169,49 @@ impl Registry<'_> {
         }
     }
 
+    /// Calls `function` of registry format 4, whose first two parameters are the caller
+    /// (`snowflake_registry.holder`) and what it asks under (`snowflake_registry.terms`: the
+    /// registry it last leased from, its request, its lease and its clock), then `rest`
+    /// (`(cast, value)`). A registry whose registry.sql was not run again since (a fleet upgraded
+    /// before its registry) has no such types (42704) or function (42883): it is called as
+    /// before, by `positional`.
+    fn call_grouped(
+        &mut self,
+        function: &str,
+        me: &Holder,
+        terms: [Option<String>; 3],
+        seen: Seen,
+        rest: &[(&str, Option<String>)],
+        positional: impl FnOnce(&mut Self) -> Result<Answer, Failure>,
+    ) -> Result<Answer, Failure> {
+        let mut params: Vec<Option<String>> = me.key().to_vec();
+        params.extend([
+            Some(me.timeline.to_string()),
+            Some(me.boot.clone()),
+            Some(me.host_run.clone()),
+            Some(me.secret.clone()),
+            seen_params(seen)[0].clone(),
+        ]);
+        params.extend(terms);
+        let mut args = String::from(
+            "ROW($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int4, $4::pg_catalog.text, \
+             $5::pg_catalog.int4, $6::pg_catalog.text, $7::pg_catalog.text, \
+             $8::pg_catalog.text)::snowflake_registry.holder, \
+             ROW($9::pg_catalog.uuid, $10::pg_catalog.int8, $11::pg_catalog.int4, \
+             $12::pg_catalog.int8)::snowflake_registry.terms",
+        );
+        for (cast, value) in rest {
+            params.push(value.clone());
+            args.push_str(&format!(", ${}::pg_catalog.{cast}", params.len()));
+        }
+        match self.call_with(function, &args, &params) {
+            Err(Failure::Error {
+                sqlstate: Some(s), ..
+            }) if s == "42704" || s == "42883" => positional(self),
+            answer => answer,
+        }
+    }
+
     /// The registry's id, epoch and limits.
     pub fn identity(&mut self) -> Result<Answer, Failure> {
         self.call("identity", &[], &[])
@@ -178,29 +230,42 @@ impl Registry<'_> {
         request: Option<i64>,
         seen: Seen,
     ) -> Result<Answer, Failure> {
-        let mut params: Vec<Option<String>> = me.key().to_vec();
-        params.extend([
-            Some(me.boot.clone()),
-            Some(me.host_run.clone()),
-            Some(me.secret.clone()),
-            Some(me.timeline.to_string()),
-            Some(range.first.to_string()),
-            Some(range.last.to_string()),
-            Some(pinned.to_string()),
+        let terms = [
+            request.map(|r| r.to_string()),
             Some(ttl_ms.to_string()),
             Some(clock_ms.to_string()),
-            fence.map(|f| f.to_string()),
-            request.map(|r| r.to_string()),
-        ]);
-        params.extend(seen_params(seen));
-        self.call(
-            "claim",
-            &[
-                "text", "text", "int4", "text", "text", "text", "text", "int4", "int4", "int4",
-                "bool", "int4", "int8", "int8", "int8", "uuid", "int8",
-            ],
-            &params,
-        )
+        ];
+        let rest = [
+            ("int4", Some(range.first.to_string())),
+            ("int4", Some(range.last.to_string())),
+            ("bool", Some(pinned.to_string())),
+            ("int8", fence.map(|f| f.to_string())),
+        ];
+        self.call_grouped("claim", me, terms, seen, &rest, |r| {
+            let mut params: Vec<Option<String>> = me.key().to_vec();
+            params.extend([
+                Some(me.boot.clone()),
+                Some(me.host_run.clone()),
+                Some(me.secret.clone()),
+                Some(me.timeline.to_string()),
+                Some(range.first.to_string()),
+                Some(range.last.to_string()),
+                Some(pinned.to_string()),
+                Some(ttl_ms.to_string()),
+                Some(clock_ms.to_string()),
+                fence.map(|f| f.to_string()),
+                request.map(|r| r.to_string()),
+            ]);
+            params.extend(seen_params(seen));
+            r.call(
+                "claim",
+                &[
+                    "text", "text", "int4", "text", "text", "text", "text", "int4", "int4", "int4",
+                    "bool", "int4", "int8", "int8", "int8", "uuid", "int8",
+                ],
+                &params,
+            )
+        })
     }
 
     /// Takes the worker id claimed with `token`, once the lock-delay has passed. `request` is
@@ -216,25 +281,36 @@ impl Registry<'_> {
         clock_ms: i64,
         seen: Seen,
     ) -> Result<Answer, Failure> {
-        let mut params: Vec<Option<String>> = me.key().to_vec();
-        params.extend([
-            Some(me.boot.clone()),
-            Some(me.host_run.clone()),
-            Some(me.secret.clone()),
-            Some(me.timeline.to_string()),
-            Some(worker.to_string()),
-            Some(token.to_string()),
+        let terms = [
+            Some(request.to_string()),
             Some(ttl_ms.to_string()),
             Some(clock_ms.to_string()),
-        ]);
-        params.extend(seen_params(seen));
-        params.push(Some(request.to_string()));
-        let casts = [
-            "text", "text", "int4", "text", "text", "text", "text", "int4", "int4", "int8", "int4",
-            "int8", "uuid", "int8", "int8",
         ];
-        // Without the request, an answer lost there is answered `lost`, as before.
-        self.call_newest_optional("confirm", &casts, params)
+        let rest = [
+            ("int4", Some(worker.to_string())),
+            ("int8", Some(token.to_string())),
+        ];
+        self.call_grouped("confirm", me, terms, seen, &rest, |r| {
+            let mut params: Vec<Option<String>> = me.key().to_vec();
+            params.extend([
+                Some(me.boot.clone()),
+                Some(me.host_run.clone()),
+                Some(me.secret.clone()),
+                Some(me.timeline.to_string()),
+                Some(worker.to_string()),
+                Some(token.to_string()),
+                Some(ttl_ms.to_string()),
+                Some(clock_ms.to_string()),
+            ]);
+            params.extend(seen_params(seen));
+            params.push(Some(request.to_string()));
+            let casts = [
+                "text", "text", "int4", "text", "text", "text", "text", "int4", "int4", "int8",
+                "int4", "int8", "uuid", "int8", "int8",
+            ];
+            // Without the request, an answer lost there is answered `lost`, as before.
+            r.call_newest_optional("confirm", &casts, params)
+        })
     }
 
     /// Renews `me`'s lease of `worker` (last seen with `fence`) for `ttl_ms`, recording `cap`
@@ -256,26 +332,39 @@ impl Registry<'_> {
         seen: Seen,
         ran_out: bool,
     ) -> Result<Answer, Failure> {
-        let mut params: Vec<Option<String>> = me.key().to_vec();
-        params.extend([
-            Some(me.boot.clone()),
-            Some(me.secret.clone()),
-            Some(me.timeline.to_string()),
-            Some(worker.to_string()),
-            Some(fence.to_string()),
+        let terms = [
             Some(request.to_string()),
-            Some(cap.to_string()),
             Some(ttl_ms.to_string()),
             Some(clock_ms.to_string()),
-        ]);
-        params.extend(seen_params(seen));
-        params.push(Some(ran_out.to_string()));
-        let casts = [
-            "text", "text", "int4", "text", "text", "text", "int4", "int4", "int8", "int8", "int8",
-            "int4", "int8", "uuid", "int8", "bool",
         ];
-        // Without the flag, it judges a recovered lease by the expiry its copy has, as before.
-        self.call_newest_optional("renew", &casts, params)
+        let rest = [
+            ("int4", Some(worker.to_string())),
+            ("int8", Some(fence.to_string())),
+            ("int8", Some(cap.to_string())),
+            ("bool", Some(ran_out.to_string())),
+        ];
+        self.call_grouped("renew", me, terms, seen, &rest, |r| {
+            let mut params: Vec<Option<String>> = me.key().to_vec();
+            params.extend([
+                Some(me.boot.clone()),
+                Some(me.secret.clone()),
+                Some(me.timeline.to_string()),
+                Some(worker.to_string()),
+                Some(fence.to_string()),
+                Some(request.to_string()),
+                Some(cap.to_string()),
+                Some(ttl_ms.to_string()),
+                Some(clock_ms.to_string()),
+            ]);
+            params.extend(seen_params(seen));
+            params.push(Some(ran_out.to_string()));
+            let casts = [
+                "text", "text", "int4", "text", "text", "text", "int4", "int4", "int8", "int8",
+                "int8", "int4", "int8", "uuid", "int8", "bool",
+            ];
+            // Without the flag, it judges a recovered lease by the expiry its copy has, as before.
+            r.call_newest_optional("renew", &casts, params)
+        })
     }
 
     /// Gives back `me`'s lease of `worker`, recording `end`: one past the last id it issued.
@@ -287,22 +376,30 @@ impl Registry<'_> {
         end: i64,
         seen: Seen,
     ) -> Result<Answer, Failure> {
-        let mut params: Vec<Option<String>> = me.key().to_vec();
-        params.extend([
-            Some(me.boot.clone()),
-            Some(me.secret.clone()),
-            Some(worker.to_string()),
-            Some(fence.to_string()),
-            Some(end.to_string()),
-        ]);
-        params.extend(seen_params(seen));
-        self.call(
-            "release",
-            &[
-                "text", "text", "int4", "text", "text", "text", "int4", "int8", "int8", "uuid",
-                "int8",
-            ],
-            &params,
-        )
+        let terms = [None, None, None];
+        let rest = [
+            ("int4", Some(worker.to_string())),
+            ("int8", Some(fence.to_string())),
+            ("int8", Some(end.to_string())),
+        ];
+        self.call_grouped("release", me, terms, seen, &rest, |r| {
+            let mut params: Vec<Option<String>> = me.key().to_vec();
+            params.extend([
+                Some(me.boot.clone()),
+                Some(me.secret.clone()),
+                Some(worker.to_string()),
+                Some(fence.to_string()),
+                Some(end.to_string()),
+            ]);
+            params.extend(seen_params(seen));
+            r.call(
+                "release",
+                &[
+                    "text", "text", "int4", "text", "text", "text", "int4", "int8", "int8", "uuid",
+                    "int8",
+                ],
+                &params,
+            )
+        })
     }
 }
