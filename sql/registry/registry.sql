@@ -299,7 +299,11 @@ RETURN snowflake_registry.key(h) || '|' || h.boot || '|' || h.host_run || '|'
        || pg_catalog.encode(snowflake_registry.secret_hash(h.secret), 'hex');
 
 -- An answer of outcome `outcome` for registry row `c`.
-DROP FUNCTION IF EXISTS snowflake_registry.identity();  -- (made again below, on the new answer())
+-- (identity(), which rests on the answer() of format 3, is made to rest on nothing first, so
+-- that the old answer() goes without identity() and the grants on it; it is made again below)
+CREATE OR REPLACE FUNCTION snowflake_registry.identity()
+RETURNS snowflake_registry.answer LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURN NULL::snowflake_registry.answer;
 DROP FUNCTION IF EXISTS snowflake_registry.answer(snowflake_registry.config, text, text);
 DROP FUNCTION IF EXISTS snowflake_registry.granted(snowflake_registry.config, snowflake_registry.leases);
 CREATE OR REPLACE FUNCTION snowflake_registry.answer(c snowflake_registry.config, outcome text, reason text DEFAULT NULL,
@@ -800,7 +804,8 @@ BEGIN
            last_request = t.request,
            renewed_at = pg_catalog.now(),
            expires_at = GREATEST(l.expires_at, pg_catalog.now() + t.ttl_ms * interval '1 millisecond'),
-           ttl_ms = t.ttl_ms, timeline = me.timeline, skew_ms = o.skew,
+           -- (one-sided: a holder's clock far behind is renewed, its skew kept within the column)
+           ttl_ms = t.ttl_ms, timeline = me.timeline, skew_ms = GREATEST(o.skew, -2147483647),
            last_mark = GREATEST(l.last_mark, p_cap),
            contested_at = CASE WHEN copy IS NOT NULL THEN pg_catalog.now() ELSE l.contested_at END,
            contested_by = COALESCE(copy, l.contested_by),
