@@ -17,7 +17,11 @@
 //!   any fence or token.
 //! * **Time**: the registry's clock is libfaketime's, *frozen* at the instant the test sets
 //!   (never a sleep): model time `t` is the registry's `t` seconds after the sequence's start,
-//!   and every caller's clock reads the same (no skew). The model's `Config` matches the
+//!   and every caller's clock reads the same (no skew), in every incarnation: the registry's
+//!   clock does not step at a restore, as the lease model's checker has it do. (Faketime could
+//!   set it anywhere; not done: the one real server's clock would then be off for every
+//!   caller at once, and the sequences' claims and renewals mostly answered `skew` by both.)
+//!   The model's `Config` matches the
 //!   registry's limits: `ttl` 5 (the lease asked for, 5000 ms), `lock_delay` 5
 //!   (`set_limits('5 s', '1 s')`), `max_skew` 1, `reach` 4 (the keeper's 4 s): `W` = 11, which
 //!   is the registry's `wait_ms` plus what the keeper adds (`takeover_wait_ms`).
@@ -45,7 +49,8 @@
 //! printed; any other difference fails with the seed and both traces.
 //!
 //! * Never triggered: `ttl` (every lease asks for the lock-delay), `skew` (every caller sends
-//!   the registry's own time), `moved` (no export), `superseded` (every caller on timeline 1).
+//!   the registry's own time; the model has the SQL's skew checks, and would answer it alike),
+//!   `moved` (no export), `superseded` (every caller on timeline 1).
 //! * Nothing freezes (registry format 3, `Rules::NEW`): neither side has an epoch to go by or
 //!   a `recover()`. A holder bringing a fence the registry never gave (a restore lost the
 //!   renewal that gave it) is answered `lost` by both, and compared as any answer. The SQL
@@ -80,10 +85,11 @@
 //!   claim that waited), the model's state left as it was.
 //! * A renewal from a holder whose lease ran out on its own clock is renewed by the SQL only
 //!   where the row's last write is that holder's last grant or renewal in this incarnation
-//!   (a rule beyond the model: a registry whose clock differs across incarnations, which the
-//!   model's single registry clock cannot show, could otherwise renew a lease that changed
-//!   hands in a lost history). Where the model renews, the SQL's `lost` is accepted in exactly
-//!   that case, the model's state left as it was and the keeper told `lost`.
+//!   (a rule beyond the model, which has the registry's clock per incarnation and the SQL's
+//!   skew checks, not yet this one: a registry whose clock differs across incarnations could
+//!   otherwise renew a lease that changed hands in a lost history). Where the model renews,
+//!   the SQL's `lost` is accepted in exactly that case, the model's state left as it was and
+//!   the keeper told `lost`.
 //! * A release names, in the model, the incarnation that answered its caller last, and the
 //!   fleet's role may name any; the SQL reads it from the row (`held_proof`: the incarnation
 //!   of the holder's last grant or renewal, if nothing wrote the row since). The model is the
@@ -250,6 +256,7 @@ fn show_req(r: &Request) -> String {
             prev,
             new,
             cap,
+            ..
         } => format!("renew(worker {worker}, fence {prev} -> {new}, cap {cap})"),
         Request::Release {
             worker,
@@ -279,6 +286,7 @@ fn show_answer(a: &Answer) -> String {
         Answer::Held => "held".into(),
         Answer::Lost => "lost".into(),
         Answer::Frozen => "frozen".into(),
+        Answer::Skew => "skew".into(),
     }
 }
 
@@ -623,7 +631,14 @@ impl Sequence<'_> {
         let host_run = Some(format!("run-{}", caller.server));
         let secret = Some(secret_text(caller.secret));
         let ttl = Some((self.cfg.ttl as i64 * UNIT_MS).to_string());
-        let clock = Some(self.real.clock_ms(self.t).to_string());
+        // The caller's clock as it sent the request (the registry's: see the module doc).
+        let clock = match *req {
+            Request::Claim { clock, .. }
+            | Request::Confirm { clock, .. }
+            | Request::Renew { clock, .. } => clock,
+            Request::Release { .. } => self.t,
+        };
+        let clock = Some(self.real.clock_ms(clock).to_string());
         let registry = Some(self.real.id.clone());
         let seen = if self.epochs && (caller.server as usize) < self.keepers.len() {
             // Above any epoch the registry answers: read by no call since registry format 3.
@@ -696,6 +711,7 @@ impl Sequence<'_> {
                 prev,
                 new,
                 cap,
+                ..
             } => {
                 let fence = self.real_fence(worker, prev);
                 let mut p = key.to_vec();
@@ -865,6 +881,7 @@ impl Sequence<'_> {
                     token,
                     continuation: None,
                     cap: 0,
+                    clock: self.t,
                 };
                 let again = self.model.handle(&self.cfg, self.t, caller, &claim);
                 let Answer::Wait { wait, .. } = again else {
@@ -990,9 +1007,10 @@ impl Sequence<'_> {
                 self.held_in[w] = self.model.incarnation;
                 Ok(plain(m))
             }
-            ("released", Answer::Released) | ("held", Answer::Held) | ("lost", Answer::Lost) => {
-                Ok(plain(m))
-            }
+            ("released", Answer::Released)
+            | ("held", Answer::Held)
+            | ("lost", Answer::Lost)
+            | ("skew", Answer::Skew) => Ok(plain(m)),
             _ => Err(format!("model {}, SQL {}", show_answer(&m), r.outcome)),
         }
     }
@@ -1036,6 +1054,7 @@ impl Sequence<'_> {
                 Answer::Held => "held",
                 Answer::Lost => "lost",
                 Answer::Frozen => "frozen",
+                Answer::Skew => "skew",
             })
             .or_default() += 1;
         let line = format!(
@@ -1150,6 +1169,7 @@ impl Sequence<'_> {
                 prev: fence,
                 new: self.fresh(),
                 cap: 0,
+                clock: self.t,
             },
             // (It names the incarnation the SQL reads from the row, see the module doc.)
             1 => Request::Release {
@@ -1166,6 +1186,7 @@ impl Sequence<'_> {
                 worker,
                 token: row.pending.map_or(fence, |p| p.token),
                 cap: 0,
+                clock: self.t,
             },
             _ => {
                 let token = self.fresh();
@@ -1174,6 +1195,7 @@ impl Sequence<'_> {
                     token,
                     continuation: self.rng.chance(50).then_some(fence),
                     cap: 0,
+                    clock: self.t,
                 }
             }
         };

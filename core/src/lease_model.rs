@@ -34,12 +34,20 @@
 //! * **incarnation**: which life of the registry's data answers. Every restore, failover and
 //!   restart of the registry's server starts a new one (system identifier, postmaster start
 //!   time and table OID in the real thing); within one, the registry's history is linear.
+//! * **the registry's clock**: the `now` it handles a request at. Within an incarnation it runs
+//!   with real time; a new incarnation may run on another machine, whose clock may be anywhere
+//!   (the checker steps it at a restore). Every request but a release carries the caller's
+//!   clock as it sent it (`p_clock_ms`), so that the registry can tell.
 //!
 //! # The rules, and what each stops
 //!
 //! A worker id changes hands through the lock-delay: a claimer records its claim, waits `W` on
 //! its own clock, and confirms within the same incarnation with nothing written to the row
-//! meanwhile. A claim is granted at once only in four cases ([`Registry::claim`]):
+//! meanwhile. A claim or a confirmation from a claimer whose clock is more than `max_skew` from
+//! the registry's, either way, is refused (`skew`, [`Rules::claim_checks_skew`]): a registry
+//! failed over to a machine whose clock is behind would otherwise find a lease running that
+//! ran out, and changed hands, in the history it lost, and grant it at once (A). A claim is
+//! granted at once only in four cases ([`Registry::claim`]):
 //!
 //! * **A**: the same start of the holder (its boot, its secret) going on with the fence it
 //!   holds in memory, sent only while its lease is live by its own clock, or asking the same
@@ -57,7 +65,12 @@
 //! replay), the row not given back and its lease still running at the registry. Any other
 //! fence is answered `lost`, and the holder claims again through the lock-delay: above all one
 //! the registry never gave, above the row's (a restore lost the renewal that gave it), on which
-//! the worker id may have changed hands in the lost history ([`Registry::renew`]).
+//! the worker id may have changed hands in the lost history ([`Registry::renew`]). Whether the
+//! lease still runs is read on the registry's clock, which may differ from the lost history's:
+//! a renewal whose sender's clock is *ahead* of the registry's by more than `max_skew` is
+//! refused (`skew`, [`Rules::renew_checks_skew`]): the registry's clock is behind, and a lease
+//! that ran out in the lost history may run by it. One-sided: a renewal delayed on its way only
+//! makes the holder's clock look behind, and is not refused for it.
 //!
 //! Nothing freezes the registry. Registry format 2 kept an epoch that anyone could raise, and
 //! froze when a caller reported a higher one or a holder brought a fence above the row's, until
@@ -75,10 +88,14 @@
 //! A copy of a server's or the registry's *memory* resumed (a VM snapshot resumed, not booted):
 //! the model's servers crash and restart from their durable record only, and a registry is only
 //! ever restored from a copy of its data. Every restart of a server is on the same machine run
-//! (its boot clock goes on). Clock rates do not drift; offsets are fixed within `max_skew`. Of
-//! the SQL's further refusals (`displaced`, `duplicate`, `superseded`, `moved`, `skew`, `ttl`),
-//! none is modeled: each only refuses more, so leaving it out only lets the checker explore
-//! more.
+//! (its boot clock goes on). Clock rates do not drift. The servers' clocks are fixed offsets
+//! within `max_skew` of each other's, halved; the registry's is a fixed offset within an
+//! incarnation, and may step by any amount at a restore or failover (the checker tries a step
+//! behind by more than a takeover takes); a registry's clock that steps *within* an incarnation (set back on a running
+//! server) is not modelled. The SQL's `skew` refusals are ([`Rules::claim_checks_skew`],
+//! [`Rules::renew_checks_skew`]). Of its further refusals (`displaced`, `duplicate`,
+//! `superseded`, `moved`, `ttl`), none is: each only refuses more, so leaving it out only lets
+//! the checker explore more.
 
 /// Time, in the model's units (the real thing: milliseconds).
 pub type Time = u16;
@@ -150,6 +167,22 @@ pub struct Rules {
     /// Old: a claim by another start of the holder (its secret, another boot, on the same
     /// machine run) is granted at once on the row's word, whatever the claimer's own record.
     pub continuation_on_registry_word: bool,
+    /// A renewal is refused (`skew`) when the holder's clock, as it sent it, is ahead of the
+    /// registry's by more than `max_skew`: the registry's clock, by which it tells whether a
+    /// lease still runs, counts only while it is not behind. One-sided, so that a renewal
+    /// delayed on its way (which only makes the holder's clock look behind) is not refused.
+    /// Stops: a registry failed over to a machine whose clock is behind renewing a lease that
+    /// ran out, and changed hands, in the history it lost (its row still runs by the clock
+    /// behind).
+    pub renew_checks_skew: bool,
+    /// A claim or a confirmation is refused (`skew`) when the claimer's clock, as it sent it,
+    /// is more than `max_skew` from the registry's, either way. Stops: a claim asked again
+    /// (the same request, its answer lost: a *replay*), or a continuation (A, B), granted at
+    /// once by a registry failed over to a machine whose clock is behind, on a lease that runs
+    /// by that clock but ran out, and changed hands, in the history it lost. (It is also what
+    /// lets a new holder start from its own clock, above the ids its predecessors issued by
+    /// theirs: `W` counts twice the skew.)
+    pub claim_checks_skew: bool,
 }
 
 impl Rules {
@@ -168,18 +201,24 @@ impl Rules {
         release_names_incarnation: false,
         epochs: false,
         continuation_on_registry_word: false,
+        renew_checks_skew: false,
+        claim_checks_skew: false,
     };
     /// What `sql/registry/registry.sql` (registry format 3) and the lease keeper ship: the
     /// first transcription, a replay held to the lease running at the registry like any other
     /// continuation or renewal, the keeper's record removed before its release, a release that
     /// counts as the registry's word only when the holder's own last grant or renewal is the
-    /// row's last write in this incarnation (`held_proof`), and no freeze. (Registry format 2
-    /// shipped the same with [`Rules::freeze`].)
+    /// row's last write in this incarnation (`held_proof`), and no freeze; and a claimer's clock
+    /// more than `max_skew` from the registry's refused ([`Rules::claim_checks_skew`]), and in
+    /// `renew`, a holder's clock ahead of the registry's by more ([`Rules::renew_checks_skew`]).
+    /// (Registry format 2 shipped the same, without the second, with [`Rules::freeze`].)
     pub const NEW: Rules = Rules {
         replay_skips_expiry: false,
         freeze: false,
         record_removed_before_release: true,
         release_names_incarnation: true,
+        renew_checks_skew: true,
+        claim_checks_skew: true,
         ..Rules::SHIPPED
     };
     /// The rules of `sql/registry/registry.sql` before this model, in the parts that matter here.
@@ -194,6 +233,8 @@ impl Rules {
         release_names_incarnation: false,
         epochs: true,
         continuation_on_registry_word: true,
+        renew_checks_skew: false,
+        claim_checks_skew: false,
     };
 }
 
@@ -367,6 +408,11 @@ pub enum Answer {
     Wait { token: Fence, wait: Time },
     /// `renew`: renewed under the new fence.
     Renewed { fence: Fence },
+    /// `claim`, `confirm`: the caller's clock is more than `max_skew` from the registry's (see
+    /// [`Rules::claim_checks_skew`]); `renew`: ahead of it by more (see
+    /// [`Rules::renew_checks_skew`]). Refused before the lease is read: the keeper asks again
+    /// as itself, as after a lost reply.
+    Skew,
     /// `release`: given back.
     Released,
     /// `claim`: another server holds it, or another claim waits on it.
@@ -383,24 +429,28 @@ pub enum Answer {
 pub enum Request {
     /// Claim `worker` under `token`. `continuation`: the fence of the claimer's own lease of it
     /// (this start's in memory, or an earlier start's from its durable record), sent only while
-    /// that lease is live by its own clock.
+    /// that lease is live by its own clock. `clock`: the claimer's clock as it sent it
+    /// (`p_clock_ms`), as in every request but a release.
     Claim {
         worker: WorkerId,
         token: Fence,
         continuation: Option<Fence>,
         cap: Cap,
+        clock: Time,
     },
     Confirm {
         worker: WorkerId,
         token: Fence,
         cap: Cap,
+        clock: Time,
     },
-    /// Renew from fence `prev` to fence `new`.
+    /// Renew from fence `prev` to fence `new`. `clock`: the holder's clock as it sent it.
     Renew {
         worker: WorkerId,
         prev: Fence,
         new: Fence,
         cap: Cap,
+        clock: Time,
     },
     /// Give the worker id back: the holder stopped, and issued nothing above `cap`.
     /// `incarnation`: the one that answered it last.
@@ -454,21 +504,29 @@ impl Registry {
             return refusal;
         }
         match *req {
+            Request::Claim { clock, .. } | Request::Confirm { clock, .. }
+                if cfg.rules.claim_checks_skew && clock.abs_diff(now) > cfg.max_skew =>
+            {
+                // (see `Rules::claim_checks_skew`)
+                Answer::Skew
+            }
             Request::Claim {
                 worker,
                 token,
                 continuation,
                 cap,
+                ..
             } => self.claim(cfg, now, caller, worker, token, continuation, cap),
-            Request::Confirm { worker, token, cap } => {
-                self.confirm(cfg, now, caller, worker, token, cap)
-            }
+            Request::Confirm {
+                worker, token, cap, ..
+            } => self.confirm(cfg, now, caller, worker, token, cap),
             Request::Renew {
                 worker,
                 prev,
                 new,
                 cap,
-            } => self.renew(cfg, now, caller, worker, prev, new, cap),
+                clock,
+            } => self.renew(cfg, now, caller, worker, prev, new, cap, clock),
             Request::Release {
                 worker,
                 fence,
@@ -630,7 +688,8 @@ impl Registry {
         }
         // The claimer's own clock is what proves the wait; the registry's must agree (it holds
         // back a caller that did not wait, such as the fleet's role).
-        let waited = now - p.since;
+        // (Under the old rules a claim outlives a restore, whose clock may be behind.)
+        let waited = now.saturating_sub(p.since);
         if waited < cfg.lock_wait() {
             return Answer::Wait {
                 token,
@@ -640,7 +699,7 @@ impl Registry {
         row.grant(cfg, now, caller, token, cap)
     }
 
-    /// A renewal by the holder, from fence `prev` to `new`.
+    /// A renewal by the holder, from fence `prev` to `new`, sent at `clock` on its own clock.
     #[allow(clippy::too_many_arguments)]
     pub fn renew(
         &mut self,
@@ -651,8 +710,14 @@ impl Registry {
         prev: Fence,
         new: Fence,
         cap: Cap,
+        clock: Time,
     ) -> Answer {
         let rules = cfg.rules;
+        // Whether the lease runs is read on the registry's clock, which counts only while it
+        // is not behind the holder's by more than the skew (see `Rules::renew_checks_skew`).
+        if rules.renew_checks_skew && clock > now + cfg.max_skew {
+            return Answer::Skew;
+        }
         let row = &mut self.rows[worker as usize];
         // Only this start of the holder, by its secret: the fleet's role posing as it is told
         // `lost`. A given-back lease stays given back.
@@ -857,10 +922,26 @@ impl Keeper {
                 worker,
                 token,
                 until,
-            } if now >= until => vec![(Request::Confirm { worker, token, cap }, false)],
+            } if now >= until => vec![(
+                Request::Confirm {
+                    worker,
+                    token,
+                    cap,
+                    clock: now,
+                },
+                false,
+            )],
             Phase::Waiting { .. } => vec![],
             Phase::Confirming { worker, token } => {
-                vec![(Request::Confirm { worker, token, cap }, false)]
+                vec![(
+                    Request::Confirm {
+                        worker,
+                        token,
+                        cap,
+                        clock: now,
+                    },
+                    false,
+                )]
             }
             // While live: renews, gives the worker id back at a clean stop, or claims it again
             // with the fence it holds (A).
@@ -877,6 +958,7 @@ impl Keeper {
                         prev: fence,
                         new: next,
                         cap,
+                        clock: now,
                     },
                     used,
                 ),
@@ -901,6 +983,7 @@ impl Keeper {
                         prev: fence,
                         new: next,
                         cap,
+                        clock: now,
                     },
                     used,
                 )];
@@ -949,6 +1032,7 @@ impl Keeper {
             token,
             continuation: in_memory.or(recorded),
             cap,
+            clock: now,
         }
     }
 
@@ -1012,8 +1096,10 @@ impl Keeper {
         answer: &Answer,
     ) -> Option<Cap> {
         let worker = req.worker();
-        if *answer == Answer::Frozen {
+        if matches!(answer, Answer::Frozen | Answer::Skew) {
             // Refused before the lease was read: asked again as itself, as after a lost reply.
+            // (A holder whose lease ran out is stopped already; the real keeper forgets that
+            // lease and claims, which the model's keeper may do as well.)
             return None;
         }
         self.request = None;
