@@ -31,10 +31,10 @@
 //! state count and time): 2 servers, 1 worker id, ttl 2, margin 1, lock-delay 2, skew 0 and
 //! reach 0 (`W` = 2; `LEASE_MODEL_SKEW`, `LEASE_MODEL_REACH` raise them), up to 1 registry
 //! copy, 1 restore, 1 crash, 1 network fault, 1 call of the fleet's role, 1 clean stop and 1
-//! `recover()` (where the rules freeze). The skew rules (`Rules::claim_checks_skew`,
-//! `Rules::renew_checks_skew`) each have a test that takes it out and finds two live holders
-//! under a registry clock that steps at a failover (and, for the second, finds none with it
-//! in, within the same bounds). Ids are times in whole units: a holder's ids run from its first id with its
+//! `recover()` (where the rules freeze). The three rules for a registry's clock
+//! (`Rules::claim_checks_skew`, `Rules::renew_checks_skew`, `Rules::ran_out_needs_own_write`)
+//! each have a test that takes it out and finds two live holders under a registry clock that
+//! steps at a failover; with all three in, the same bounds find none. Ids are times in whole units: a holder's ids run from its first id with its
 //! clock, at most the reach ahead of it (one more where its first id is the next one above a
 //! predecessor's: the real one is the next sequence number of the same millisecond).
 //!
@@ -249,6 +249,7 @@ impl Bounds {
                     granted_above: 0,
                     released: None,
                     pending: None,
+                    held_in: Some(registry.incarnation),
                 };
                 keeper.record = Some(Record {
                     worker,
@@ -305,13 +306,14 @@ impl Bounds {
             let worker = worker as WorkerId;
             let holder = row.holder.map_or(FLEET, |h| h.server);
             let fence = row.fence;
-            // (on the registry's own clock: what the SQL refuses least)
+            // (on the registry's own clock, its lease not run out: what the SQL refuses least)
             let renew = Request::Renew {
                 worker,
                 prev: fence,
                 new: fence,
                 cap: 0,
                 clock: self.registry_now(w),
+                ran_out: false,
             };
             let release = Request::Release {
                 worker,
@@ -733,9 +735,11 @@ fn show_req(r: &Request) -> String {
             new,
             cap,
             clock,
+            ran_out,
         } => format!(
-            "renew(worker {}, fence {prev}->{new}, cap {cap}, clock {clock})",
-            worker + 1
+            "renew(worker {}, fence {prev}->{new}, cap {cap}, clock {clock}{})",
+            worker + 1,
+            if ran_out { ", ran out" } else { "" }
         ),
         Request::Release {
             worker,
@@ -1199,11 +1203,14 @@ fn clock_bounds(rules: Rules, drops: u8) -> Bounds {
     b
 }
 
-/// `renew` needs its skew check (`Rules::renew_checks_skew`): d's lease runs out, c takes the
-/// worker id over through the lock-delay; the registry fails over to a copy from before (a new
-/// incarnation) on a machine whose clock is behind, where d's lease still runs; d, its lease
-/// run out, renews, and the registry, by its clock behind, renews it: d is live beside c. With
-/// the check, the same bounds find nothing (in release only).
+/// `renew` needs its skew check (`Rules::renew_checks_skew`): d's renewal, sent while its lease
+/// ran, is delayed; its lease runs out, c takes the worker id over through the lock-delay; the
+/// registry fails over to a copy from before (a new incarnation) on a machine whose clock is
+/// behind, where d's lease still runs; the delayed renewal arrives and is renewed (its answer
+/// comes too late for d to use it, but it makes d's own renewal the row's last write in this
+/// incarnation); d, its lease run out, renews again, saying so, and the registry, by its clock
+/// behind, renews it: d is live beside c. With the check, the same bounds find nothing (in
+/// release only).
 #[test]
 fn lease_model_finds_a_violation_without_the_renewal_skew_check() {
     let b = clock_bounds(
@@ -1217,7 +1224,7 @@ fn lease_model_finds_a_violation_without_the_renewal_skew_check() {
     let (why, trace) = out.violation.expect("no violation found");
     assert!(why.contains("invariant 1"), "{why}");
     let text = trace.join("\n");
-    for step in ["restored", "renew"] {
+    for step in ["restored", "delayed", "ran out"] {
         assert!(text.contains(step), "the trace has no {step}:\n{text}");
     }
     if cfg!(debug_assertions) {
@@ -1251,4 +1258,48 @@ fn lease_model_finds_a_violation_without_the_claim_skew_check() {
     for step in ["restored", "lost", "claim"] {
         assert!(text.contains(step), "the trace has no {step}:\n{text}");
     }
+}
+
+/// `renew` needs its rule for a holder whose lease ran out (`Rules::ran_out_needs_own_write`),
+/// where the skew allowed is large next to the lock-delay (here 2 units, the lock-delay 2: `W`
+/// is 6). c's clock is ahead of d's by twice the skew, the registry's ahead of c's by the skew
+/// (claims and confirmations accept it), so d's lease runs out there early and c takes the
+/// worker id over; the registry fails over to a copy from before, on a machine whose clock is
+/// behind d's by the skew (renewals accept it): 4 skews behind the lost history's, more than
+/// the takeover took, so d's lease still runs there; d, its lease run out, renews, saying so,
+/// and is renewed on the copy's word: d is live beside c. With the rule, the same bounds find
+/// nothing.
+#[test]
+fn lease_model_finds_a_violation_without_the_ran_out_rule() {
+    let bounds = |rules| {
+        let mut b = clock_bounds(rules, 0);
+        let skew = 2;
+        b.cfg.max_skew = skew;
+        b.offsets = vec![skew, 3 * skew];
+        b.registry_starts = vec![4 * skew];
+        b.registry_steps_back = vec![4 * skew];
+        b.t_max = env("LEASE_MODEL_T", 9);
+        b
+    };
+    let b = bounds(Rules {
+        ran_out_needs_own_write: false,
+        ..Rules::NEW
+    });
+    let out = check(
+        &b,
+        "a ran-out renewal, the lost history's registry clock ahead",
+        None,
+    );
+    let (why, trace) = out.violation.expect("no violation found");
+    assert!(why.contains("invariant 1"), "{why}");
+    let text = trace.join("\n");
+    for step in ["restored", "ran out"] {
+        assert!(text.contains(step), "the trace has no {step}:\n{text}");
+    }
+    let out = check(
+        &bounds(Rules::NEW),
+        "new rules, the lost history's registry clock ahead",
+        None,
+    );
+    assert!(out.violation.is_none(), "the new rules broke the invariant");
 }
