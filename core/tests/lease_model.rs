@@ -1038,13 +1038,16 @@ fn default_bounds(rules: Rules) -> Bounds {
     let base = step * restores;
     let between = base + cfg.max_skew;
     let registry_steps_back = if step == 0 { vec![0] } else { vec![0, step] };
+    // (by hand: `LEASE_MODEL_SERVERS` 3 adds e, `LEASE_MODEL_WORKERS` 2 a worker id 2 it holds)
+    let servers = env("LEASE_MODEL_SERVERS", 2).clamp(2, 3) as usize;
+    let workers = env("LEASE_MODEL_WORKERS", 1).clamp(1, 2) as u8;
     Bounds {
         cfg,
-        names: vec!["d", "c"],
-        workers: 1,
-        held: vec![Some(0), None],
-        // d's clock ahead of c's by the whole skew bound
-        offsets: vec![base + 2 * cfg.max_skew, base],
+        names: ["d", "c", "e"][..servers].to_vec(),
+        workers,
+        held: [Some(0), None, (workers > 1).then_some(1)][..servers].to_vec(),
+        // d's clock ahead of c's by the whole skew bound, e's between
+        offsets: [base + 2 * cfg.max_skew, base, base + cfg.max_skew][..servers].to_vec(),
         registry_starts: vec![between],
         registry_steps_back,
         t_max: env("LEASE_MODEL_T", 6),
@@ -1070,7 +1073,8 @@ fn default_bounds(rules: Rules) -> Bounds {
 /// one network fault (a reply lost, or a request delayed) 1 time unit took 0.67 million states
 /// (5 s in release), 2 units 3.2 million (22 s), 3 units 12.2 million (102 s, 2.3 GB); with
 /// registry format 2's freeze and `recover()`, the default release run was 5.6 million states.
-/// The `LEASE_MODEL_*` variables override either.
+/// The `LEASE_MODEL_*` variables override either (`LEASE_MODEL_SERVERS=3
+/// LEASE_MODEL_WORKERS=2`, 1 time unit: 25.3 million states, 305 s in release, 6.1 GB).
 #[test]
 fn lease_model_keeps_one_holder_per_worker_id() {
     let mut b = default_bounds(Rules::NEW);
