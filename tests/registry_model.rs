@@ -17,7 +17,12 @@
 //!   any fence or token.
 //! * **Time**: the registry's clock is libfaketime's, *frozen* at the instant the test sets
 //!   (never a sleep): model time `t` is the registry's `t` seconds after the sequence's start,
-//!   and every caller's clock reads the same (no skew). The model's `Config` matches the
+//!   and every caller's clock reads the same (no skew), in every incarnation: the registry's
+//!   clock does not step at a restore, as the lease model's checker has it do. (Faketime could
+//!   set it anywhere; not done: the one real server's clock would then be off for every
+//!   caller at once, and the sequences' claims and renewals mostly answered `skew` by both.)
+//!   A keeper's renewal says whether its lease had run out on its clock (`p_ran_out`), as the
+//!   model's `Request::Renew` has it. The model's `Config` matches the
 //!   registry's limits: `ttl` 5 (the lease asked for, 5000 ms), `lock_delay` 5
 //!   (`set_limits('5 s', '1 s')`), `max_skew` 1, `reach` 4 (the keeper's 4 s): `W` = 11, which
 //!   is the registry's `wait_ms` plus what the keeper adds (`takeover_wait_ms`).
@@ -45,7 +50,8 @@
 //! printed; any other difference fails with the seed and both traces.
 //!
 //! * Never triggered: `ttl` (every lease asks for the lock-delay), `skew` (every caller sends
-//!   the registry's own time), `moved` (no export), `superseded` (every caller on timeline 1).
+//!   the registry's own time; the model has the SQL's skew checks, and would answer it alike),
+//!   `moved` (no export), `superseded` (every caller on timeline 1).
 //! * Nothing freezes (registry format 3, `Rules::NEW`): neither side has an epoch to go by or
 //!   a `recover()`. A holder bringing a fence the registry never gave (a restore lost the
 //!   renewal that gave it) is answered `lost` by both, and compared as any answer. The SQL
@@ -78,12 +84,6 @@
 //!   which knows a confirmation asked again by its own request number, answers `lost` and
 //!   writes nothing. Accepted only for the fleet's role's calls (a keeper confirms only a
 //!   claim that waited), the model's state left as it was.
-//! * A renewal from a holder whose lease ran out on its own clock is renewed by the SQL only
-//!   where the row's last write is that holder's last grant or renewal in this incarnation
-//!   (a rule beyond the model: a registry whose clock differs across incarnations, which the
-//!   model's single registry clock cannot show, could otherwise renew a lease that changed
-//!   hands in a lost history). Where the model renews, the SQL's `lost` is accepted in exactly
-//!   that case, the model's state left as it was and the keeper told `lost`.
 //! * A release names, in the model, the incarnation that answered its caller last, and the
 //!   fleet's role may name any; the SQL reads it from the row (`held_proof`: the incarnation
 //!   of the holder's last grant or renewal, if nothing wrote the row since). The model is the
@@ -151,8 +151,9 @@ const FINDINGS: &[u64] = &[
     // took it for that grant asked again (granted), the SQL answered lost. Accepted as a
     // difference of the fleet's role's calls only (see the module doc); found in CI.
     1_795_958_228_853_006,
-    // A holder whose lease ran out on its own clock renewing after a restore: the SQL's rule
-    // beyond the model (lost), accepted as such; found in CI.
+    // A holder whose lease ran out on its own clock renewing after a restore: `lost` in the
+    // SQL, renewed by a model without that rule (found in CI, accepted until the model had it:
+    // `Rules::ran_out_needs_own_write`); both answer `lost` now.
     1_795_958_940_912_000,
 ];
 
@@ -250,7 +251,12 @@ fn show_req(r: &Request) -> String {
             prev,
             new,
             cap,
-        } => format!("renew(worker {worker}, fence {prev} -> {new}, cap {cap})"),
+            ran_out,
+            ..
+        } => format!(
+            "renew(worker {worker}, fence {prev} -> {new}, cap {cap}{})",
+            if ran_out { ", ran out" } else { "" }
+        ),
         Request::Release {
             worker,
             fence,
@@ -279,6 +285,7 @@ fn show_answer(a: &Answer) -> String {
         Answer::Held => "held".into(),
         Answer::Lost => "lost".into(),
         Answer::Frozen => "frozen".into(),
+        Answer::Skew => "skew".into(),
     }
 }
 
@@ -517,7 +524,6 @@ enum Allowed {
     ReplayMark,
     Duplicate,
     ConfirmOfAGrant,
-    RanOutElsewhere,
 }
 
 /// How one request's two answers compared.
@@ -541,6 +547,10 @@ struct Totals {
     made_up_epochs: usize,
     /// Renewals by the holder with a fence the registry lost (above the row's).
     fences_lost: usize,
+    /// Keepers' renewals of a lease run out on their clock, and of those the ones the model's
+    /// rule for them answered `lost` (`Rules::ran_out_needs_own_write`).
+    ran_out_renewals: usize,
+    ran_out_refused: usize,
     crashes: usize,
     lost_replies: usize,
     fleet_calls: usize,
@@ -617,13 +627,20 @@ impl Sequence<'_> {
     }
 
     /// Sends `req` as `caller` to the real registry, as the keeper does.
-    fn send_real(&mut self, caller: &Caller, req: &Request, ran_out: bool) -> RealAnswer {
+    fn send_real(&mut self, caller: &Caller, req: &Request) -> RealAnswer {
         let (sysid, host, port, dir) = identity(caller.server);
         let boot = Some(format!("boot-{}", caller.boot));
         let host_run = Some(format!("run-{}", caller.server));
         let secret = Some(secret_text(caller.secret));
         let ttl = Some((self.cfg.ttl as i64 * UNIT_MS).to_string());
-        let clock = Some(self.real.clock_ms(self.t).to_string());
+        // The caller's clock as it sent the request (the registry's: see the module doc).
+        let clock = match *req {
+            Request::Claim { clock, .. }
+            | Request::Confirm { clock, .. }
+            | Request::Renew { clock, .. } => clock,
+            Request::Release { .. } => self.t,
+        };
+        let clock = Some(self.real.clock_ms(clock).to_string());
         let registry = Some(self.real.id.clone());
         let seen = if self.epochs && (caller.server as usize) < self.keepers.len() {
             // Above any epoch the registry answers: read by no call since registry format 3.
@@ -696,6 +713,8 @@ impl Sequence<'_> {
                 prev,
                 new,
                 cap,
+                ran_out,
+                ..
             } => {
                 let fence = self.real_fence(worker, prev);
                 let mut p = key.to_vec();
@@ -757,7 +776,6 @@ impl Sequence<'_> {
         req: &Request,
         m: Answer,
         r: &RealAnswer,
-        ran_out: bool,
     ) -> Result<Judged, String> {
         let worker = req.worker();
         let w = worker as usize;
@@ -865,6 +883,7 @@ impl Sequence<'_> {
                     token,
                     continuation: None,
                     cap: 0,
+                    clock: self.t,
                 };
                 let again = self.model.handle(&self.cfg, self.t, caller, &claim);
                 let Answer::Wait { wait, .. } = again else {
@@ -953,21 +972,6 @@ impl Sequence<'_> {
                     ..plain(Answer::Lost)
                 })
             }
-            ("lost", Answer::Renewed { .. })
-                if ran_out
-                    && (self.held_in[w] != self.model.incarnation
-                        || self.claimed_since_held[w]) =>
-            {
-                // The holder says its lease ran out on its own clock, and the row's last write
-                // is not its own last grant or renewal in this incarnation: the SQL refuses to
-                // renew on the registry's word (its clock may differ from the lost history's,
-                // which the model, with one registry clock, does not have), and writes nothing.
-                self.model = pre.clone();
-                Ok(Judged {
-                    allowed: Some(Allowed::RanOutElsewhere),
-                    ..plain(Answer::Lost)
-                })
-            }
             ("duplicate", Answer::Lost | Answer::Held | Answer::Wait { .. }) => {
                 self.model = pre.clone();
                 Ok(Judged {
@@ -990,9 +994,10 @@ impl Sequence<'_> {
                 self.held_in[w] = self.model.incarnation;
                 Ok(plain(m))
             }
-            ("released", Answer::Released) | ("held", Answer::Held) | ("lost", Answer::Lost) => {
-                Ok(plain(m))
-            }
+            ("released", Answer::Released)
+            | ("held", Answer::Held)
+            | ("lost", Answer::Lost)
+            | ("skew", Answer::Skew) => Ok(plain(m)),
             _ => Err(format!("model {}, SQL {}", show_answer(&m), r.outcome)),
         }
     }
@@ -1006,10 +1011,6 @@ impl Sequence<'_> {
         keeper: Option<usize>,
         lost: bool,
     ) -> bool {
-        let ran_out = keeper.is_some_and(|s| match self.keepers[s].phase {
-            Phase::Holding { lease_end, .. } => self.t >= lease_end,
-            _ => false,
-        });
         let pre = self.model.clone();
         // A holder's renewal with a fence above the row's: the registry lost the renewal that
         // gave it (restored from a copy taken before it).
@@ -1022,8 +1023,27 @@ impl Sequence<'_> {
                 self.totals.fences_lost += 1;
             }
         }
+        if let Request::Renew {
+            worker,
+            ran_out: true,
+            ..
+        } = req
+        {
+            if keeper.is_some() {
+                self.totals.ran_out_renewals += 1;
+                let row = pre.rows[worker as usize];
+                if row
+                    .holder
+                    .is_some_and(|h| is(h, &caller) && h.boot == caller.boot)
+                    && row.released.is_none()
+                    && row.held_in != Some(pre.incarnation)
+                {
+                    self.totals.ran_out_refused += 1;
+                }
+            }
+        }
         let m = self.model.handle(&self.cfg, self.t, &caller, &req);
-        let r = self.send_real(&caller, &req, ran_out);
+        let r = self.send_real(&caller, &req);
         self.totals.compared += 1;
         *self
             .totals
@@ -1036,6 +1056,7 @@ impl Sequence<'_> {
                 Answer::Held => "held",
                 Answer::Lost => "lost",
                 Answer::Frozen => "frozen",
+                Answer::Skew => "skew",
             })
             .or_default() += 1;
         let line = format!(
@@ -1047,7 +1068,7 @@ impl Sequence<'_> {
             if lost { "; the reply is lost" } else { "" }
         );
         self.log(line);
-        let judged = match self.judge(&pre, &caller, &req, m, &r, ran_out) {
+        let judged = match self.judge(&pre, &caller, &req, m, &r) {
             Ok(j) => j,
             Err(why) => self.fail(why),
         };
@@ -1150,6 +1171,8 @@ impl Sequence<'_> {
                 prev: fence,
                 new: self.fresh(),
                 cap: 0,
+                clock: self.t,
+                ran_out: self.rng.chance(50),
             },
             // (It names the incarnation the SQL reads from the row, see the module doc.)
             1 => Request::Release {
@@ -1166,6 +1189,7 @@ impl Sequence<'_> {
                 worker,
                 token: row.pending.map_or(fence, |p| p.token),
                 cap: 0,
+                clock: self.t,
             },
             _ => {
                 let token = self.fresh();
@@ -1174,6 +1198,7 @@ impl Sequence<'_> {
                     token,
                     continuation: self.rng.chance(50).then_some(fence),
                     cap: 0,
+                    clock: self.t,
                 }
             }
         };
@@ -1367,7 +1392,8 @@ fn the_registrys_sql_answers_as_the_lease_model() {
     let _ = writeln!(
         std::io::stderr(),
         "registry_model: {} sequences (seeds {}), {} steps, {} answers compared ({answers:?}), {} copies, \
-         {} restores, {} renewals with a fence the registry lost, {} crashes, {} lost replies, {} calls of the fleet's role ({} with a \
+         {} restores, {} renewals with a fence the registry lost, {} renewals of a lease run out ({} of them \
+         where the row's last write was not the holder's own in this incarnation), {} crashes, {} lost replies, {} calls of the fleet's role ({} with a \
          made-up epoch), {} sequences ended by a copy found; accepted differences: {allowed:?}; \
          {:.0} s",
         totals.sequences,
@@ -1381,6 +1407,8 @@ fn the_registrys_sql_answers_as_the_lease_model() {
         totals.copies,
         totals.restores,
         totals.fences_lost,
+        totals.ran_out_renewals,
+        totals.ran_out_refused,
         totals.crashes,
         totals.lost_replies,
         totals.fleet_calls + totals.made_up_epochs,

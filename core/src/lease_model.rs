@@ -34,12 +34,20 @@
 //! * **incarnation**: which life of the registry's data answers. Every restore, failover and
 //!   restart of the registry's server starts a new one (system identifier, postmaster start
 //!   time and table OID in the real thing); within one, the registry's history is linear.
+//! * **the registry's clock**: the `now` it handles a request at. Within an incarnation it runs
+//!   with real time; a new incarnation may run on another machine, whose clock may be anywhere
+//!   (the checker steps it at a restore). Every request but a release carries the caller's
+//!   clock as it sent it (`p_clock_ms`), so that the registry can tell.
 //!
 //! # The rules, and what each stops
 //!
 //! A worker id changes hands through the lock-delay: a claimer records its claim, waits `W` on
 //! its own clock, and confirms within the same incarnation with nothing written to the row
-//! meanwhile. A claim is granted at once only in four cases ([`Registry::claim`]):
+//! meanwhile. A claim or a confirmation from a claimer whose clock is more than `max_skew` from
+//! the registry's, either way, is refused (`skew`, [`Rules::claim_checks_skew`]): a registry
+//! failed over to a machine whose clock is behind would otherwise find a lease running that
+//! ran out, and changed hands, in the history it lost, and grant it at once (A). A claim is
+//! granted at once only in four cases ([`Registry::claim`]):
 //!
 //! * **A**: the same start of the holder (its boot, its secret) going on with the fence it
 //!   holds in memory, sent only while its lease is live by its own clock, or asking the same
@@ -57,7 +65,26 @@
 //! replay), the row not given back and its lease still running at the registry. Any other
 //! fence is answered `lost`, and the holder claims again through the lock-delay: above all one
 //! the registry never gave, above the row's (a restore lost the renewal that gave it), on which
-//! the worker id may have changed hands in the lost history ([`Registry::renew`]).
+//! the worker id may have changed hands in the lost history ([`Registry::renew`]). Whether the
+//! lease still runs is read on the registry's clock, which may differ from the lost history's,
+//! so two more rules:
+//!
+//! * a renewal whose sender's clock is *ahead* of the registry's by more than `max_skew` is
+//!   refused (`skew`, [`Rules::renew_checks_skew`]): the registry's clock is behind, and a lease
+//!   that ran out in the lost history may run by it. One-sided: a renewal delayed on its way
+//!   only makes the holder's clock look behind, and is not refused for it;
+//! * a holder whose lease ran out on its own clock when it sent the renewal says so, and is
+//!   renewed only if the row's last write is its own last grant or renewal, made in the
+//!   current incarnation ([`Row::held_in`], `held_proof` in the SQL; else `lost`:
+//!   [`Rules::ran_out_needs_own_write`]): the history a failover lost may have run on a clock
+//!   ahead, in which the lease ran out early and changed hands, while the new registry's clock
+//!   is right. (The skew checks put the lost history's clock at most a skew ahead of the
+//!   claimer that took over there, and the new one at most a skew behind the holder, so the
+//!   two are at most four skews apart; the case needs more than a takeover takes, `W` and a
+//!   unit: a `max_skew` large next to the lock-delay. The checker finds it with a skew of 2 and
+//!   a lock-delay of 2.) A renewal sent while the lease ran needs neither: nobody can have
+//!   taken the worker id over while the holder was live, and one that arrives late (delayed)
+//!   does the holder no good, its lease end counting from the send.
 //!
 //! Nothing freezes the registry. Registry format 2 kept an epoch that anyone could raise, and
 //! froze when a caller reported a higher one or a holder brought a fence above the row's, until
@@ -75,10 +102,15 @@
 //! A copy of a server's or the registry's *memory* resumed (a VM snapshot resumed, not booted):
 //! the model's servers crash and restart from their durable record only, and a registry is only
 //! ever restored from a copy of its data. Every restart of a server is on the same machine run
-//! (its boot clock goes on). Clock rates do not drift; offsets are fixed within `max_skew`. Of
-//! the SQL's further refusals (`displaced`, `duplicate`, `superseded`, `moved`, `skew`, `ttl`),
-//! none is modeled: each only refuses more, so leaving it out only lets the checker explore
-//! more.
+//! (its boot clock goes on). Clock rates do not drift. The servers' clocks are fixed offsets
+//! within `max_skew` of each other's, halved; the registry's is a fixed offset within an
+//! incarnation, and may step by any amount at a restore or failover (the checker tries a step
+//! behind by more than a takeover takes, and, with a larger skew, a first incarnation ahead of
+//! the servers'); a registry's clock that steps *within* an incarnation (set back on a running
+//! server) is not modelled. The SQL's `skew` refusals are ([`Rules::claim_checks_skew`],
+//! [`Rules::renew_checks_skew`]). Of its further refusals (`displaced`, `duplicate`,
+//! `superseded`, `moved`, `ttl`), none is: each only refuses more, so leaving it out only lets
+//! the checker explore more.
 
 /// Time, in the model's units (the real thing: milliseconds).
 pub type Time = u16;
@@ -150,6 +182,33 @@ pub struct Rules {
     /// Old: a claim by another start of the holder (its secret, another boot, on the same
     /// machine run) is granted at once on the row's word, whatever the claimer's own record.
     pub continuation_on_registry_word: bool,
+    /// A renewal is refused (`skew`) when the holder's clock, as it sent it, is ahead of the
+    /// registry's by more than `max_skew`: the registry's clock, by which it tells whether a
+    /// lease still runs, counts only while it is not behind. One-sided, so that a renewal
+    /// delayed on its way (which only makes the holder's clock look behind) is not refused.
+    /// Stops: a registry failed over to a machine whose clock is behind renewing a lease that
+    /// ran out, and changed hands, in the history it lost (its row still runs by the clock
+    /// behind). (With [`Rules::ran_out_needs_own_write`], the holder, its lease run out,
+    /// gets there only after a renewal of its sent earlier, delayed into the new incarnation,
+    /// made its own renewal the row's last write there.)
+    pub renew_checks_skew: bool,
+    /// A holder whose lease ran out on its own clock when it sent its renewal (it says so) is
+    /// renewed only where the row's last write is its own last grant or renewal, made in the
+    /// registry's current incarnation ([`Row::held_in`], `held_proof` in the SQL); else `lost`,
+    /// and it claims again through the lock-delay. Stops: a registry whose clock ran ahead in
+    /// a history a failover lost (the lease ran out early there, and changed hands), failed
+    /// over to a machine whose clock is right, renewing the lease on the copy's word that it
+    /// still runs: the new registry's clock is not behind the holder's, the skew check sees
+    /// nothing.
+    pub ran_out_needs_own_write: bool,
+    /// A claim or a confirmation is refused (`skew`) when the claimer's clock, as it sent it,
+    /// is more than `max_skew` from the registry's, either way. Stops: a claim asked again
+    /// (the same request, its answer lost: a *replay*), or a continuation (A, B), granted at
+    /// once by a registry failed over to a machine whose clock is behind, on a lease that runs
+    /// by that clock but ran out, and changed hands, in the history it lost. (It is also what
+    /// lets a new holder start from its own clock, above the ids its predecessors issued by
+    /// theirs: `W` counts twice the skew.)
+    pub claim_checks_skew: bool,
 }
 
 impl Rules {
@@ -168,18 +227,29 @@ impl Rules {
         release_names_incarnation: false,
         epochs: false,
         continuation_on_registry_word: false,
+        renew_checks_skew: false,
+        ran_out_needs_own_write: false,
+        claim_checks_skew: false,
     };
     /// What `sql/registry/registry.sql` (registry format 3) and the lease keeper ship: the
     /// first transcription, a replay held to the lease running at the registry like any other
     /// continuation or renewal, the keeper's record removed before its release, a release that
     /// counts as the registry's word only when the holder's own last grant or renewal is the
-    /// row's last write in this incarnation (`held_proof`), and no freeze. (Registry format 2
-    /// shipped the same with [`Rules::freeze`].)
+    /// row's last write in this incarnation (`held_proof`), and no freeze; a claimer's clock more
+    /// than `max_skew` from the registry's refused ([`Rules::claim_checks_skew`]); and in
+    /// `renew`, a holder's clock ahead of the registry's by more refused
+    /// ([`Rules::renew_checks_skew`]), and a holder whose lease ran out on its own clock renewed
+    /// only on its own last grant or renewal in this incarnation
+    /// ([`Rules::ran_out_needs_own_write`]). (Registry format 2 shipped the same, without these
+    /// last two, with [`Rules::freeze`].)
     pub const NEW: Rules = Rules {
         replay_skips_expiry: false,
         freeze: false,
         record_removed_before_release: true,
         release_names_incarnation: true,
+        renew_checks_skew: true,
+        ran_out_needs_own_write: true,
+        claim_checks_skew: true,
         ..Rules::SHIPPED
     };
     /// The rules of `sql/registry/registry.sql` before this model, in the parts that matter here.
@@ -194,6 +264,9 @@ impl Rules {
         release_names_incarnation: false,
         epochs: true,
         continuation_on_registry_word: true,
+        renew_checks_skew: false,
+        ran_out_needs_own_write: false,
+        claim_checks_skew: false,
     };
 }
 
@@ -303,6 +376,11 @@ pub struct Row {
     /// Given back by its holder: in which incarnation (`released_in` in the SQL).
     pub released: Option<Incarnation>,
     pub pending: Option<Pending>,
+    /// The incarnation that made the holder's last grant or renewal, while that is still the
+    /// row's last write: any other write (a claim waiting on it, a release) clears it, and a
+    /// restore brings the copy's, of another incarnation. `held_proof` in the SQL, where
+    /// `untouched()` tells the same by the row's transaction id.
+    pub held_in: Option<Incarnation>,
 }
 
 impl Row {
@@ -323,7 +401,8 @@ impl Row {
     }
 
     /// Every grant: the caller holds the row under `fence`, its lease counted from now; any
-    /// pending claim is void (the row was written).
+    /// pending claim is void (the row was written). `incarnation`: the registry's, which made it.
+    #[allow(clippy::too_many_arguments)]
     fn grant(
         &mut self,
         cfg: &Config,
@@ -331,6 +410,7 @@ impl Row {
         caller: &Caller,
         fence: Fence,
         cap: Cap,
+        incarnation: Incarnation,
     ) -> Answer {
         let predecessor_cap = self.cap;
         *self = Row {
@@ -341,6 +421,7 @@ impl Row {
             granted_above: predecessor_cap,
             released: None,
             pending: None,
+            held_in: Some(incarnation),
         };
         Answer::Granted {
             fence,
@@ -348,12 +429,14 @@ impl Row {
         }
     }
 
-    /// A renewal: the holder's lease again from now, its cap recorded.
-    fn renew(&mut self, cfg: &Config, now: Time, fence: Fence, cap: Cap) {
+    /// A renewal (or a grant answered again): the holder's lease again from now, its cap
+    /// recorded, made in `incarnation`.
+    fn renew(&mut self, cfg: &Config, now: Time, fence: Fence, cap: Cap, incarnation: Incarnation) {
         self.fence = fence;
         self.expires_at = self.expires_at.max(now + cfg.ttl);
         self.cap = self.cap.max(cap);
         self.pending = None;
+        self.held_in = Some(incarnation);
     }
 }
 
@@ -367,6 +450,11 @@ pub enum Answer {
     Wait { token: Fence, wait: Time },
     /// `renew`: renewed under the new fence.
     Renewed { fence: Fence },
+    /// `claim`, `confirm`: the caller's clock is more than `max_skew` from the registry's (see
+    /// [`Rules::claim_checks_skew`]); `renew`: ahead of it by more (see
+    /// [`Rules::renew_checks_skew`]). Refused before the lease is read: the keeper asks again
+    /// as itself, as after a lost reply.
+    Skew,
     /// `release`: given back.
     Released,
     /// `claim`: another server holds it, or another claim waits on it.
@@ -383,24 +471,30 @@ pub enum Answer {
 pub enum Request {
     /// Claim `worker` under `token`. `continuation`: the fence of the claimer's own lease of it
     /// (this start's in memory, or an earlier start's from its durable record), sent only while
-    /// that lease is live by its own clock.
+    /// that lease is live by its own clock. `clock`: the claimer's clock as it sent it
+    /// (`p_clock_ms`), as in every request but a release.
     Claim {
         worker: WorkerId,
         token: Fence,
         continuation: Option<Fence>,
         cap: Cap,
+        clock: Time,
     },
     Confirm {
         worker: WorkerId,
         token: Fence,
         cap: Cap,
+        clock: Time,
     },
-    /// Renew from fence `prev` to fence `new`.
+    /// Renew from fence `prev` to fence `new`. `clock`: the holder's clock as it sent it
+    /// (`p_clock_ms`); `ran_out`: its lease end had passed on that clock (`p_ran_out`).
     Renew {
         worker: WorkerId,
         prev: Fence,
         new: Fence,
         cap: Cap,
+        clock: Time,
+        ran_out: bool,
     },
     /// Give the worker id back: the holder stopped, and issued nothing above `cap`.
     /// `incarnation`: the one that answered it last.
@@ -454,21 +548,30 @@ impl Registry {
             return refusal;
         }
         match *req {
+            Request::Claim { clock, .. } | Request::Confirm { clock, .. }
+                if cfg.rules.claim_checks_skew && clock.abs_diff(now) > cfg.max_skew =>
+            {
+                // (see `Rules::claim_checks_skew`)
+                Answer::Skew
+            }
             Request::Claim {
                 worker,
                 token,
                 continuation,
                 cap,
+                ..
             } => self.claim(cfg, now, caller, worker, token, continuation, cap),
-            Request::Confirm { worker, token, cap } => {
-                self.confirm(cfg, now, caller, worker, token, cap)
-            }
+            Request::Confirm {
+                worker, token, cap, ..
+            } => self.confirm(cfg, now, caller, worker, token, cap),
             Request::Renew {
                 worker,
                 prev,
                 new,
                 cap,
-            } => self.renew(cfg, now, caller, worker, prev, new, cap),
+                clock,
+                ran_out,
+            } => self.renew(cfg, now, caller, worker, prev, new, cap, clock, ran_out),
             Request::Release {
                 worker,
                 fence,
@@ -551,13 +654,13 @@ impl Registry {
         if a || b || old || c || d {
             if replay {
                 // Answered as the first time: the fence unchanged, the lease from now.
-                row.renew(cfg, now, token, cap);
+                row.renew(cfg, now, token, cap, incarnation);
                 return Answer::Granted {
                     fence: token,
                     predecessor_cap: row.granted_above,
                 };
             }
-            return row.grant(cfg, now, caller, token, cap);
+            return row.grant(cfg, now, caller, token, cap, incarnation);
         }
         // The caller's own server (its identity, not its secret) may claim it even while it
         // runs (its claim is voided by the holder's next renewal); anyone else only once it ran
@@ -579,6 +682,8 @@ impl Registry {
             since: now,
             incarnation,
         });
+        // A write of its own: the holder's last grant or renewal is no longer the row's last.
+        row.held_in = None;
         Answer::Wait {
             token,
             wait: cfg.wait(),
@@ -610,7 +715,7 @@ impl Registry {
             if now > row.expires_at {
                 return Answer::Lost;
             }
-            row.renew(cfg, now, token, cap);
+            row.renew(cfg, now, token, cap, incarnation);
             return Answer::Granted {
                 fence: token,
                 predecessor_cap: row.granted_above,
@@ -630,17 +735,19 @@ impl Registry {
         }
         // The claimer's own clock is what proves the wait; the registry's must agree (it holds
         // back a caller that did not wait, such as the fleet's role).
-        let waited = now - p.since;
+        // (Under the old rules a claim outlives a restore, whose clock may be behind.)
+        let waited = now.saturating_sub(p.since);
         if waited < cfg.lock_wait() {
             return Answer::Wait {
                 token,
                 wait: cfg.lock_wait() - waited,
             };
         }
-        row.grant(cfg, now, caller, token, cap)
+        row.grant(cfg, now, caller, token, cap, incarnation)
     }
 
-    /// A renewal by the holder, from fence `prev` to `new`.
+    /// A renewal by the holder, from fence `prev` to `new`, sent at `clock` on its own clock,
+    /// its lease run out there if `ran_out`.
     #[allow(clippy::too_many_arguments)]
     pub fn renew(
         &mut self,
@@ -651,12 +758,26 @@ impl Registry {
         prev: Fence,
         new: Fence,
         cap: Cap,
+        clock: Time,
+        ran_out: bool,
     ) -> Answer {
         let rules = cfg.rules;
+        let incarnation = self.incarnation;
+        // Whether the lease runs is read on the registry's clock, which counts only while it
+        // is not behind the holder's by more than the skew (see `Rules::renew_checks_skew`).
+        if rules.renew_checks_skew && clock > now + cfg.max_skew {
+            return Answer::Skew;
+        }
         let row = &mut self.rows[worker as usize];
         // Only this start of the holder, by its secret: the fleet's role posing as it is told
         // `lost`. A given-back lease stays given back.
         if !row.is_held_by_start(caller) {
+            return Answer::Lost;
+        }
+        // A lease that ran out on the holder's clock is renewed on the registry's word that
+        // nobody took it meanwhile only where this incarnation made the holder's last grant or
+        // renewal and nothing wrote the row since (see `Rules::ran_out_needs_own_write`).
+        if rules.ran_out_needs_own_write && ran_out && row.held_in != Some(incarnation) {
             return Answer::Lost;
         }
         if rules.epochs && prev > row.fence && new != row.fence {
@@ -682,7 +803,7 @@ impl Registry {
         {
             return Answer::Lost;
         }
-        row.renew(cfg, now, new, cap);
+        row.renew(cfg, now, new, cap, incarnation);
         Answer::Renewed { fence: new }
     }
 
@@ -713,6 +834,7 @@ impl Registry {
         );
         row.cap = cap;
         row.pending = None;
+        row.held_in = None;
         Answer::Released
     }
 
@@ -857,10 +979,26 @@ impl Keeper {
                 worker,
                 token,
                 until,
-            } if now >= until => vec![(Request::Confirm { worker, token, cap }, false)],
+            } if now >= until => vec![(
+                Request::Confirm {
+                    worker,
+                    token,
+                    cap,
+                    clock: now,
+                },
+                false,
+            )],
             Phase::Waiting { .. } => vec![],
             Phase::Confirming { worker, token } => {
-                vec![(Request::Confirm { worker, token, cap }, false)]
+                vec![(
+                    Request::Confirm {
+                        worker,
+                        token,
+                        cap,
+                        clock: now,
+                    },
+                    false,
+                )]
             }
             // While live: renews, gives the worker id back at a clean stop, or claims it again
             // with the fence it holds (A).
@@ -877,6 +1015,8 @@ impl Keeper {
                         prev: fence,
                         new: next,
                         cap,
+                        clock: now,
+                        ran_out: false,
                     },
                     used,
                 ),
@@ -892,8 +1032,8 @@ impl Keeper {
                 ),
                 (self.claim(worker, next, now, cap), used),
             ],
-            // Ran out (stuck, or cut off): stopped; renews once more (the registry decides), or
-            // claims any worker id (with no fence: its lease no longer runs).
+            // Ran out (stuck, or cut off): stopped; renews once more, saying so (the registry
+            // decides), or claims any worker id (with no fence: its lease no longer runs).
             Phase::Holding { worker, fence, .. } => {
                 let mut out = vec![(
                     Request::Renew {
@@ -901,6 +1041,8 @@ impl Keeper {
                         prev: fence,
                         new: next,
                         cap,
+                        clock: now,
+                        ran_out: true,
                     },
                     used,
                 )];
@@ -949,6 +1091,7 @@ impl Keeper {
             token,
             continuation: in_memory.or(recorded),
             cap,
+            clock: now,
         }
     }
 
@@ -1012,8 +1155,10 @@ impl Keeper {
         answer: &Answer,
     ) -> Option<Cap> {
         let worker = req.worker();
-        if *answer == Answer::Frozen {
+        if matches!(answer, Answer::Frozen | Answer::Skew) {
             // Refused before the lease was read: asked again as itself, as after a lost reply.
+            // (A holder whose lease ran out is stopped already; the real keeper forgets that
+            // lease and claims, which the model's keeper may do as well.)
             return None;
         }
         self.request = None;

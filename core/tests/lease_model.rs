@@ -22,12 +22,19 @@
 //! the rules that ship (`Rules::NEW`, registry format 3) have no freeze, and neither happens.
 //!
 //! Time is a global real time that advances one unit at a step; each server's clock is real
-//! time plus a fixed offset within the skew bound. The bounds of each run are in its
+//! time plus a fixed offset within the skew bound. The registry's clock is real time plus an
+//! offset per incarnation: the first between the servers', and a restore may bring it up on
+//! the same clock or on one a step behind (`W` and a `ttl`: more than a takeover through the
+//! lock-delay takes; `LEASE_MODEL_CLOCK_STEP`, 0 for none), as a failover to another machine
+//! may. The bounds of each run are in its
 //! [`Bounds`] (see [`lease_model_keeps_one_holder_per_worker_id`] for the default run's, its
 //! state count and time): 2 servers, 1 worker id, ttl 2, margin 1, lock-delay 2, skew 0 and
 //! reach 0 (`W` = 2; `LEASE_MODEL_SKEW`, `LEASE_MODEL_REACH` raise them), up to 1 registry
 //! copy, 1 restore, 1 crash, 1 network fault, 1 call of the fleet's role, 1 clean stop and 1
-//! `recover()` (where the rules freeze). Ids are times in whole units: a holder's ids run from its first id with its
+//! `recover()` (where the rules freeze). The three rules for a registry's clock
+//! (`Rules::claim_checks_skew`, `Rules::renew_checks_skew`, `Rules::ran_out_needs_own_write`)
+//! each have a test that takes it out and finds two live holders under a registry clock that
+//! steps at a failover; with all three in, the same bounds find none. Ids are times in whole units: a holder's ids run from its first id with its
 //! clock, at most the reach ahead of it (one more where its first id is the next one above a
 //! predecessor's: the real one is the next sequence number of the same millisecond).
 //!
@@ -95,6 +102,9 @@ struct World {
     /// its holders could have issued.
     issuable: Vec<Cap>,
     used: Used,
+    /// The registry's clock: real time plus this, in its current incarnation (a restore may
+    /// bring it up on a machine whose clock differs).
+    registry_clock: Time,
 }
 
 #[derive(Debug, Clone)]
@@ -104,8 +114,15 @@ struct Bounds {
     workers: u8,
     /// The worker id each server holds at the start (just granted), if any.
     held: Vec<Option<WorkerId>>,
-    /// Each server's clock: real time plus this (within 0..=2·max_skew).
+    /// Each server's clock: real time plus this (`BASE` plus 0..=2·max_skew).
     offsets: Vec<Time>,
+    /// The registry's clock in its first incarnation, real time plus one of these (each a start
+    /// of the search).
+    registry_starts: Vec<Time>,
+    /// How far back a restore may bring the registry's clock from the one it ran on (each a
+    /// choice; 0: the same): a restored or failed-over registry runs on another machine, whose
+    /// clock may differ.
+    registry_steps_back: Vec<Time>,
     t_max: Time,
     copies: u8,
     restores: u8,
@@ -145,7 +162,9 @@ enum Action {
     ApplyStray(usize),
     Crash(usize),
     Copy,
-    Restore(usize),
+    /// The registry restored from copy `.0`, its clock `registry_steps_back[.1]` behind the
+    /// one it ran on.
+    Restore(usize, usize),
     Attack(usize),
     /// The fleet's role reports an epoch above the registry's: frozen (liveness only). Only
     /// under rules with the freeze (`Rules::freeze`; not `Rules::NEW`).
@@ -183,6 +202,11 @@ impl Bounds {
         w.t + self.offsets[s]
     }
 
+    /// The registry's clock: what it reads as `now`.
+    fn registry_now(&self, w: &World) -> Time {
+        w.t + w.registry_clock
+    }
+
     fn caller(&self, w: &World, s: usize) -> Caller {
         Caller {
             server: s as ServerId,
@@ -192,8 +216,16 @@ impl Bounds {
         }
     }
 
+    /// The starts of the search: one per clock of the registry's first incarnation.
+    fn initials(&self) -> Vec<World> {
+        self.registry_starts
+            .iter()
+            .map(|&clock| self.initial(clock))
+            .collect()
+    }
+
     #[allow(clippy::needless_range_loop)]
-    fn initial(&self) -> World {
+    fn initial(&self, registry_clock: Time) -> World {
         let cfg = &self.cfg;
         let mut registry = Registry::new(self.workers as usize);
         let mut servers = Vec::new();
@@ -212,11 +244,12 @@ impl Bounds {
                         boot: 0,
                     }),
                     fence,
-                    expires_at: cfg.ttl,
+                    expires_at: registry_clock + cfg.ttl,
                     cap,
                     granted_above: 0,
                     released: None,
                     pending: None,
+                    held_in: Some(registry.incarnation),
                 };
                 keeper.record = Some(Record {
                     worker,
@@ -249,6 +282,7 @@ impl Bounds {
             fresh,
             issuable,
             used: Used::default(),
+            registry_clock,
         }
     }
 
@@ -272,11 +306,14 @@ impl Bounds {
             let worker = worker as WorkerId;
             let holder = row.holder.map_or(FLEET, |h| h.server);
             let fence = row.fence;
+            // (on the registry's own clock, its lease not run out: what the SQL refuses least)
             let renew = Request::Renew {
                 worker,
                 prev: fence,
                 new: fence,
                 cap: 0,
+                clock: self.registry_now(w),
+                ran_out: false,
             };
             let release = Request::Release {
                 worker,
@@ -293,6 +330,7 @@ impl Bounds {
                 token: FLEET_TOKEN,
                 continuation: Some(fence),
                 cap: 0,
+                clock: self.registry_now(w),
             };
             out.push((itself, claim));
             out.push((forged(holder), claim));
@@ -301,6 +339,7 @@ impl Bounds {
                     worker,
                     token: p.token,
                     cap: 0,
+                    clock: self.registry_now(w),
                 };
                 out.push((itself, confirm));
                 out.push((forged(p.claimer.server), confirm));
@@ -348,7 +387,9 @@ impl Bounds {
             out.push(Action::Copy);
         }
         if w.used.restores < self.restores {
-            out.extend((0..w.copies.len()).map(Action::Restore));
+            for i in 0..w.copies.len() {
+                out.extend((0..self.registry_steps_back.len()).map(|k| Action::Restore(i, k)));
+            }
         }
         if w.used.attacks < self.attacks {
             out.extend((0..self.attacks(w).len()).map(Action::Attack));
@@ -407,7 +448,10 @@ impl Bounds {
                     }
                 }
             }
-            Action::Apply(s) => self.apply(&mut n, s, false, &mut log)?,
+            Action::Apply(s) => {
+                say!(log, "{}'s delayed request arrives", self.names[s]);
+                self.apply(&mut n, s, false, &mut log)?
+            }
             Action::GiveUp(s) => {
                 let f = w.servers[s].flight.unwrap();
                 n.servers[s].flight = None;
@@ -422,7 +466,7 @@ impl Bounds {
             Action::ApplyStray(s) => {
                 let (req, caller) = w.servers[s].stray.unwrap();
                 n.servers[s].stray = None;
-                let answer = n.registry.handle(cfg, t, &caller, &req);
+                let answer = n.registry.handle(cfg, self.registry_now(w), &caller, &req);
                 say!(
                     log,
                     "registry handles {}'s late {} -> {} (nobody waits for it){}",
@@ -453,14 +497,17 @@ impl Bounds {
                 n.copies.sort();
                 say!(log, "a copy of the registry is taken");
             }
-            Action::Restore(i) => {
+            Action::Restore(i, k) => {
                 n.used.restores += 1;
                 let copy = w.copies[i].clone();
                 n.registry.restore(cfg, &copy, n.used.restores as u16);
+                n.registry_clock = w.registry_clock - self.registry_steps_back[k];
                 say!(
                     log,
-                    "the registry is restored from a copy: incarnation {}{}",
+                    "the registry is restored from a copy: incarnation {}, its clock {} (real + {}){}",
                     n.registry.incarnation,
+                    self.registry_now(&n),
+                    n.registry_clock,
                     self.epoch(&n)
                 );
             }
@@ -480,7 +527,7 @@ impl Bounds {
             Action::Attack(i) => {
                 n.used.attacks += 1;
                 let (caller, req) = self.attacks(w)[i];
-                let answer = n.registry.handle(cfg, t, &caller, &req);
+                let answer = n.registry.handle(cfg, self.registry_now(w), &caller, &req);
                 let posing = if caller.server == FLEET {
                     String::new()
                 } else {
@@ -554,7 +601,7 @@ impl Bounds {
         log: &mut Option<&mut String>,
     ) -> Result<(), String> {
         let cfg = &self.cfg;
-        let t = n.t;
+        let now = self.registry_now(n);
         let f = n.servers[s].flight.unwrap();
         let row = n.registry.rows[f.req.worker() as usize];
         let earlier_start = match f.req {
@@ -568,11 +615,11 @@ impl Bounds {
             }
             _ => false,
         };
-        let answer = n.registry.handle(cfg, t, &f.caller, &f.req);
+        let answer = n.registry.handle(cfg, now, &f.caller, &f.req);
         n.servers[s].flight = None;
         say!(
             log,
-            "; registry handles {}'s {} -> {}{}",
+            "; registry (clock {now}) handles {}'s {} -> {}{}",
             self.names[s],
             show_req(&f.req),
             show_answer(&answer),
@@ -665,22 +712,34 @@ fn show_req(r: &Request) -> String {
             token,
             continuation,
             cap,
+            clock,
         } => format!(
-            "claim(worker {}, token {token}, {}cap {cap})",
+            "claim(worker {}, token {token}, {}cap {cap}, clock {clock})",
             worker + 1,
             continuation.map_or(String::new(), |f| format!("own lease fence {f}, "))
         ),
-        Request::Confirm { worker, token, cap } => {
-            format!("confirm(worker {}, token {token}, cap {cap})", worker + 1)
+        Request::Confirm {
+            worker,
+            token,
+            cap,
+            clock,
+        } => {
+            format!(
+                "confirm(worker {}, token {token}, cap {cap}, clock {clock})",
+                worker + 1
+            )
         }
         Request::Renew {
             worker,
             prev,
             new,
             cap,
+            clock,
+            ran_out,
         } => format!(
-            "renew(worker {}, fence {prev}->{new}, cap {cap})",
-            worker + 1
+            "renew(worker {}, fence {prev}->{new}, cap {cap}, clock {clock}{})",
+            worker + 1,
+            if ran_out { ", ran out" } else { "" }
         ),
         Request::Release {
             worker,
@@ -721,6 +780,7 @@ fn show_answer(a: &Answer) -> String {
         Answer::Held => "held".into(),
         Answer::Lost => "lost".into(),
         Answer::Frozen => "frozen".into(),
+        Answer::Skew => "skew".into(),
     }
 }
 
@@ -813,12 +873,14 @@ fn canonical(w: &mut World) {
 /// The search: breadth first, so that a trace found is a shortest one.
 fn check(b: &Bounds, label: &str, want: Option<&dyn Fn(&World) -> bool>) -> Outcome {
     let start = Instant::now();
-    let init = b.initial();
-    let h0 = hash_of(&init);
-    // Each state's hash -> its parent's and the action that led to it.
+    let inits: HashMap<u64, World> = b.initials().into_iter().map(|w| (hash_of(&w), w)).collect();
+    // Each state's hash -> its parent's and the action that led to it (a start: itself).
     let mut seen: HashMap<u64, (u64, Action)> = HashMap::new();
-    seen.insert(h0, (h0, Action::Tick));
-    let mut queue = VecDeque::from([(init.clone(), h0)]);
+    let mut queue = VecDeque::new();
+    for (&h, w) in &inits {
+        seen.insert(h, (h, Action::Tick));
+        queue.push_back((w.clone(), h));
+    }
     let mut found = None;
     let mut others = 0;
     let progress = std::env::var_os("LEASE_MODEL_PROGRESS").is_some();
@@ -871,14 +933,14 @@ fn check(b: &Bounds, label: &str, want: Option<&dyn Fn(&World) -> bool>) -> Outc
     let states = seen.len();
     let violation = found.map(|(why, mut h, last)| {
         let mut actions: Vec<Action> = last.into_iter().collect();
-        while h != h0 {
+        while seen[&h].0 != h {
             let (parent, a) = seen[&h];
             actions.push(a);
             h = parent;
         }
         actions.reverse();
-        let mut w = init.clone();
-        let mut lines = vec![];
+        let mut w = inits[&h].clone();
+        let mut lines = vec![format!("start: {}", start_line(b, w.registry_clock))];
         for a in actions {
             let mut line = String::new();
             if let Ok(mut n) = b.step(&w, a, Some(&mut line)) {
@@ -904,7 +966,6 @@ fn check(b: &Bounds, label: &str, want: Option<&dyn Fn(&World) -> bool>) -> Outc
         }
     );
     if let Some((why, lines)) = &violation {
-        println!("  start: {}", start_line(b));
         for l in lines {
             println!("  {l}");
         }
@@ -913,7 +974,7 @@ fn check(b: &Bounds, label: &str, want: Option<&dyn Fn(&World) -> bool>) -> Outc
     Outcome { states, violation }
 }
 
-fn start_line(b: &Bounds) -> String {
+fn start_line(b: &Bounds, registry_clock: Time) -> String {
     let held: Vec<String> = (0..b.names.len())
         .map(|s| match b.held[s] {
             Some(w) => format!("{} holds worker id {}", b.names[s], w + 1),
@@ -921,9 +982,12 @@ fn start_line(b: &Bounds) -> String {
         })
         .collect();
     format!(
-        "{}; clocks = real + {:?}; ttl {}, margin {}, lock-delay {}, max skew {}, reach {}, W {}",
+        "{}; clocks = real + {:?}, the registry's real + {registry_clock} (a restore brings it up \
+         on a clock this much behind: any of {:?}); ttl {}, margin {}, lock-delay {}, max skew {}, \
+         reach {}, W {}",
         held.join(", "),
         b.offsets,
+        b.registry_steps_back,
         b.cfg.ttl,
         b.cfg.margin,
         b.cfg.lock_delay,
@@ -954,19 +1018,41 @@ fn config(rules: Rules) -> Config {
     }
 }
 
-/// d holds worker id 1, c none; one fault of each kind; `t_max` time units.
+/// How far back a restore may bring the registry's clock (`LEASE_MODEL_CLOCK_STEP`; 0: never).
+/// The default, `W` and a `ttl`, is more than a takeover through the lock-delay takes (a claim
+/// once the lease ran out, `W`, a confirmation): a lease that ran out and changed hands in the
+/// history a failover lost runs again by a clock that far behind.
+fn clock_step(cfg: &Config) -> Time {
+    env("LEASE_MODEL_CLOCK_STEP", cfg.wait() + cfg.ttl)
+}
+
+/// d holds worker id 1, c none; one fault of each kind; `t_max` time units. Every clock is
+/// real time plus a `base` (a clock step per restore) and its offset, so that a registry's clock
+/// behind real time is a time too. The registry's first incarnation runs on a clock between
+/// d's and c's; a restore brings it up on the clock it ran on, or on one a step behind (behind
+/// both servers').
 fn default_bounds(rules: Rules) -> Bounds {
     let cfg = config(rules);
+    let step = clock_step(&cfg);
+    let restores = env("LEASE_MODEL_RESTORES", 1);
+    let base = step * restores;
+    let between = base + cfg.max_skew;
+    let registry_steps_back = if step == 0 { vec![0] } else { vec![0, step] };
+    // (by hand: `LEASE_MODEL_SERVERS` 3 adds e, `LEASE_MODEL_WORKERS` 2 a worker id 2 it holds)
+    let servers = env("LEASE_MODEL_SERVERS", 2).clamp(2, 3) as usize;
+    let workers = env("LEASE_MODEL_WORKERS", 1).clamp(1, 2) as u8;
     Bounds {
         cfg,
-        names: vec!["d", "c"],
-        workers: 1,
-        held: vec![Some(0), None],
-        // d's clock ahead of c's by the whole skew bound
-        offsets: vec![2 * cfg.max_skew, 0],
+        names: ["d", "c", "e"][..servers].to_vec(),
+        workers,
+        held: [Some(0), None, (workers > 1).then_some(1)][..servers].to_vec(),
+        // d's clock ahead of c's by the whole skew bound, e's between
+        offsets: [base + 2 * cfg.max_skew, base, base + cfg.max_skew][..servers].to_vec(),
+        registry_starts: vec![between],
+        registry_steps_back,
         t_max: env("LEASE_MODEL_T", 6),
         copies: env("LEASE_MODEL_COPIES", 1) as u8,
-        restores: env("LEASE_MODEL_RESTORES", 1) as u8,
+        restores: restores as u8,
         crashes: env("LEASE_MODEL_CRASHES", 1) as u8,
         drops: env("LEASE_MODEL_DROPS", 1) as u8,
         attacks: env("LEASE_MODEL_ATTACKS", 1) as u8,
@@ -977,15 +1063,18 @@ fn default_bounds(rules: Rules) -> Bounds {
 }
 
 /// The new rules (registry format 3: no freeze) keep the invariant. Debug (`cargo test`): 2
-/// time units, one copy, restore, crash, call of the fleet's role and clean stop, no network
-/// fault (65 thousand states, 2 s). Release (`--release`): 6 time units, which reach a
-/// handover through the lock-delay (d's lease runs out at the registry at 2, c claims at 3 and
-/// confirms at 5) and a restore after it, with a call of the fleet's role (4.0 million states,
-/// 27 s on the 2-core machine; 5 units: 1.6 million, 16 s). With one network fault (a reply
-/// lost, or a request delayed) 1 time unit takes 0.67 million states (5 s in release), 2 units
-/// 3.2 million (22 s), 3 units 12.2 million (102 s, 2.3 GB). (With registry format 2's freeze
-/// and `recover()`, the default release run was 5.6 million states.) The `LEASE_MODEL_*`
-/// variables override either.
+/// time units, one copy, restore (onto the registry's clock or one a step behind), crash, call
+/// of the fleet's role and clean stop, no network fault (155 thousand states, 5 s). Release
+/// (`--release`): 6 time units, which reach a handover through the lock-delay (d's lease runs
+/// out at the registry at 2, c claims at 3 and confirms at 5) and a restore after it, with a
+/// call of the fleet's role (7.4 million states, 42 s on the 2-core machine; 5 units: 3.1
+/// million, 19 s; with the registry's clock never stepped, `LEASE_MODEL_CLOCK_STEP=0`, 4.0
+/// million, 21 s, as before the model had the registry's clocks). Before those clocks: with
+/// one network fault (a reply lost, or a request delayed) 1 time unit took 0.67 million states
+/// (5 s in release), 2 units 3.2 million (22 s), 3 units 12.2 million (102 s, 2.3 GB); with
+/// registry format 2's freeze and `recover()`, the default release run was 5.6 million states.
+/// The `LEASE_MODEL_*` variables override either (`LEASE_MODEL_SERVERS=3
+/// LEASE_MODEL_WORKERS=2`, 1 time unit: 25.3 million states, 305 s in release, 6.1 GB).
 #[test]
 fn lease_model_keeps_one_holder_per_worker_id() {
     let mut b = default_bounds(Rules::NEW);
@@ -1100,4 +1189,121 @@ fn lease_model_finds_no_900_duplicates_in_the_new_rules() {
         out.violation.is_none(),
         "the new rules broke the invariant in issue 41's bounds"
     );
+}
+
+/// Bounds where a restore brings the registry up on a clock a step behind, with no other fault
+/// than the one each case needs: a copy, a restore, `drops` network faults, `t_max` 5 (d's
+/// lease runs out at the registry at 2, c claims at 3 and confirms `W` later), no crash, call
+/// of the fleet's role or clean stop; only invariant 1 (two live holders) sought.
+fn clock_bounds(rules: Rules, drops: u8) -> Bounds {
+    let mut b = default_bounds(rules);
+    b.registry_steps_back = vec![clock_step(&b.cfg)];
+    b.t_max = env("LEASE_MODEL_T", 5);
+    b.drops = drops;
+    b.crashes = 0;
+    b.attacks = 0;
+    b.releases = 0;
+    b.check_first = false;
+    b
+}
+
+/// `renew` needs its skew check (`Rules::renew_checks_skew`): d's renewal, sent while its lease
+/// ran, is delayed; its lease runs out, c takes the worker id over through the lock-delay; the
+/// registry fails over to a copy from before (a new incarnation) on a machine whose clock is
+/// behind, where d's lease still runs; the delayed renewal arrives and is renewed (its answer
+/// comes too late for d to use it, but it makes d's own renewal the row's last write in this
+/// incarnation); d, its lease run out, renews again, saying so, and the registry, by its clock
+/// behind, renews it: d is live beside c. With the check, the same bounds find nothing (in
+/// release only).
+#[test]
+fn lease_model_finds_a_violation_without_the_renewal_skew_check() {
+    let b = clock_bounds(
+        Rules {
+            renew_checks_skew: false,
+            ..Rules::NEW
+        },
+        1,
+    );
+    let out = check(&b, "renewals on a registry's clock behind", None);
+    let (why, trace) = out.violation.expect("no violation found");
+    assert!(why.contains("invariant 1"), "{why}");
+    let text = trace.join("\n");
+    for step in ["restored", "delayed", "ran out"] {
+        assert!(text.contains(step), "the trace has no {step}:\n{text}");
+    }
+    if cfg!(debug_assertions) {
+        // (0.44 million states: 2 s in release, 13 in debug)
+        return;
+    }
+    let b = clock_bounds(Rules::NEW, 1);
+    let out = check(&b, "new rules, a registry's clock behind", None);
+    assert!(out.violation.is_none(), "the new rules broke the invariant");
+}
+
+/// Claims and confirmations need their skew check (`Rules::claim_checks_skew`): d renews, its
+/// answer lost; its lease runs out, c takes the worker id over through the lock-delay; the
+/// registry fails over to a copy from before, on a machine whose clock is behind, where d's
+/// lease still runs; d, its lease run out, claims under the request in flight (the renewal's),
+/// and the registry takes it for that renewal asked again and grants it at once (A): d is live
+/// beside c. With the check, the same bounds find nothing.
+#[test]
+fn lease_model_finds_a_violation_without_the_claim_skew_check() {
+    let b = clock_bounds(
+        Rules {
+            claim_checks_skew: false,
+            ..Rules::NEW
+        },
+        1,
+    );
+    let out = check(&b, "claims on a registry's clock behind", None);
+    let (why, trace) = out.violation.expect("no violation found");
+    assert!(why.contains("invariant 1"), "{why}");
+    let text = trace.join("\n");
+    for step in ["restored", "lost", "claim"] {
+        assert!(text.contains(step), "the trace has no {step}:\n{text}");
+    }
+}
+
+/// `renew` needs its rule for a holder whose lease ran out (`Rules::ran_out_needs_own_write`),
+/// where the skew allowed is large next to the lock-delay (here 2 units, the lock-delay 2: `W`
+/// is 6). c's clock is ahead of d's by twice the skew, the registry's ahead of c's by the skew
+/// (claims and confirmations accept it), so d's lease runs out there early and c takes the
+/// worker id over; the registry fails over to a copy from before, on a machine whose clock is
+/// behind d's by the skew (renewals accept it): 4 skews behind the lost history's, more than
+/// the takeover took, so d's lease still runs there; d, its lease run out, renews, saying so,
+/// and is renewed on the copy's word: d is live beside c. With the rule, the same bounds find
+/// nothing.
+#[test]
+fn lease_model_finds_a_violation_without_the_ran_out_rule() {
+    let bounds = |rules| {
+        let mut b = clock_bounds(rules, 0);
+        let skew = 2;
+        b.cfg.max_skew = skew;
+        b.offsets = vec![skew, 3 * skew];
+        b.registry_starts = vec![4 * skew];
+        b.registry_steps_back = vec![4 * skew];
+        b.t_max = env("LEASE_MODEL_T", 9);
+        b
+    };
+    let b = bounds(Rules {
+        ran_out_needs_own_write: false,
+        ..Rules::NEW
+    });
+    let out = check(
+        &b,
+        "a ran-out renewal, the lost history's registry clock ahead",
+        None,
+    );
+    let (why, trace) = out.violation.expect("no violation found");
+    assert!(why.contains("invariant 1"), "{why}");
+    let text = trace.join("\n");
+    for step in ["restored", "ran out"] {
+        assert!(text.contains(step), "the trace has no {step}:\n{text}");
+    }
+    let out = check(
+        &bounds(Rules::NEW),
+        "new rules, the lost history's registry clock ahead",
+        None,
+    );
+    assert!(out.violation.is_none(), "the new rules broke the invariant");
 }
