@@ -174,7 +174,11 @@ impl Registry<'_> {
     /// registry it last leased from, its request, its lease and its clock), then `rest`
     /// (`(cast, value)`). A registry whose registry.sql was not run again since (a fleet upgraded
     /// before its registry) has no such types (42704) or function (42883): it is called as
-    /// before, by `positional`.
+    /// before, positionally, with the same values in the order `positional` gives (each the
+    /// number of a parameter above, or `EPOCH`: the highest epoch seen there, which registries
+    /// before format 3 read). `optional_last`: the positional form's last parameter came later
+    /// than the others, and a registry older still is asked without it.
+    #[allow(clippy::too_many_arguments)]
     fn call_grouped(
         &mut self,
         function: &str,
@@ -182,32 +186,51 @@ impl Registry<'_> {
         terms: [Option<String>; 3],
         seen: Seen,
         rest: &[(&str, Option<String>)],
-        positional: impl FnOnce(&mut Self) -> Result<Answer, Failure>,
+        positional: &[usize],
+        optional_last: bool,
     ) -> Result<Answer, Failure> {
+        let [registry, epoch] = seen_params(seen);
         let mut params: Vec<Option<String>> = me.key().to_vec();
         params.extend([
             Some(me.timeline.to_string()),
             Some(me.boot.clone()),
             Some(me.host_run.clone()),
             Some(me.secret.clone()),
-            seen_params(seen)[0].clone(),
+            registry,
         ]);
         params.extend(terms);
-        let mut args = String::from(
-            "ROW($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int4, $4::pg_catalog.text, \
-             $5::pg_catalog.int4, $6::pg_catalog.text, $7::pg_catalog.text, \
-             $8::pg_catalog.text)::snowflake_registry.holder, \
-             ROW($9::pg_catalog.uuid, $10::pg_catalog.int8, $11::pg_catalog.int4, \
-             $12::pg_catalog.int8)::snowflake_registry.terms",
-        );
+        let mut casts = vec![
+            "text", "text", "int4", "text", "int4", "text", "text", "text", "uuid", "int8", "int4",
+            "int8",
+        ];
         for (cast, value) in rest {
+            casts.push(cast);
             params.push(value.clone());
-            args.push_str(&format!(", ${}::pg_catalog.{cast}", params.len()));
         }
+        let arg = |i: usize| format!("${i}::pg_catalog.{}", casts[i - 1]);
+        let args = format!(
+            "ROW({})::snowflake_registry.holder, ROW({})::snowflake_registry.terms, {}",
+            (1..=8).map(arg).collect::<Vec<_>>().join(", "),
+            (9..=12).map(arg).collect::<Vec<_>>().join(", "),
+            (13..=params.len()).map(arg).collect::<Vec<_>>().join(", ")
+        );
         match self.call_with(function, &args, &params) {
             Err(Failure::Error {
                 sqlstate: Some(s), ..
-            }) if s == "42704" || s == "42883" => positional(self),
+            }) if s == "42704" || s == "42883" => {
+                let (old_casts, old_params): (Vec<&str>, Vec<Option<String>>) = positional
+                    .iter()
+                    .map(|&i| match i {
+                        EPOCH => ("int8", epoch.clone()),
+                        i => (casts[i - 1], params[i - 1].clone()),
+                    })
+                    .unzip();
+                if optional_last {
+                    self.call_newest_optional(function, &old_casts, old_params)
+                } else {
+                    self.call(function, &old_casts, &old_params)
+                }
+            }
             answer => answer,
         }
     }
@@ -230,42 +253,24 @@ impl Registry<'_> {
         request: Option<i64>,
         seen: Seen,
     ) -> Result<Answer, Failure> {
-        let terms = [
-            request.map(|r| r.to_string()),
-            Some(ttl_ms.to_string()),
-            Some(clock_ms.to_string()),
-        ];
-        let rest = [
-            ("int4", Some(range.first.to_string())),
-            ("int4", Some(range.last.to_string())),
-            ("bool", Some(pinned.to_string())),
-            ("int8", fence.map(|f| f.to_string())),
-        ];
-        self.call_grouped("claim", me, terms, seen, &rest, |r| {
-            let mut params: Vec<Option<String>> = me.key().to_vec();
-            params.extend([
-                Some(me.boot.clone()),
-                Some(me.host_run.clone()),
-                Some(me.secret.clone()),
-                Some(me.timeline.to_string()),
-                Some(range.first.to_string()),
-                Some(range.last.to_string()),
-                Some(pinned.to_string()),
+        self.call_grouped(
+            "claim",
+            me,
+            [
+                request.map(|r| r.to_string()),
                 Some(ttl_ms.to_string()),
                 Some(clock_ms.to_string()),
-                fence.map(|f| f.to_string()),
-                request.map(|r| r.to_string()),
-            ]);
-            params.extend(seen_params(seen));
-            r.call(
-                "claim",
-                &[
-                    "text", "text", "int4", "text", "text", "text", "text", "int4", "int4", "int4",
-                    "bool", "int4", "int8", "int8", "int8", "uuid", "int8",
-                ],
-                &params,
-            )
-        })
+            ],
+            seen,
+            &[
+                ("int4", Some(range.first.to_string())),
+                ("int4", Some(range.last.to_string())),
+                ("bool", Some(pinned.to_string())),
+                ("int8", fence.map(|f| f.to_string())),
+            ],
+            &[1, 2, 3, 4, 6, 7, 8, 5, 13, 14, 15, 11, 12, 16, 10, 9, EPOCH],
+            false,
+        )
     }
 
     /// Takes the worker id claimed with `token`, once the lock-delay has passed. `request` is
@@ -281,36 +286,23 @@ impl Registry<'_> {
         clock_ms: i64,
         seen: Seen,
     ) -> Result<Answer, Failure> {
-        let terms = [
-            Some(request.to_string()),
-            Some(ttl_ms.to_string()),
-            Some(clock_ms.to_string()),
-        ];
-        let rest = [
-            ("int4", Some(worker.to_string())),
-            ("int8", Some(token.to_string())),
-        ];
-        self.call_grouped("confirm", me, terms, seen, &rest, |r| {
-            let mut params: Vec<Option<String>> = me.key().to_vec();
-            params.extend([
-                Some(me.boot.clone()),
-                Some(me.host_run.clone()),
-                Some(me.secret.clone()),
-                Some(me.timeline.to_string()),
-                Some(worker.to_string()),
-                Some(token.to_string()),
+        // (positionally, without the request a registry answers a lost answer `lost`, as before)
+        self.call_grouped(
+            "confirm",
+            me,
+            [
+                Some(request.to_string()),
                 Some(ttl_ms.to_string()),
                 Some(clock_ms.to_string()),
-            ]);
-            params.extend(seen_params(seen));
-            params.push(Some(request.to_string()));
-            let casts = [
-                "text", "text", "int4", "text", "text", "text", "text", "int4", "int4", "int8",
-                "int4", "int8", "uuid", "int8", "int8",
-            ];
-            // Without the request, an answer lost there is answered `lost`, as before.
-            r.call_newest_optional("confirm", &casts, params)
-        })
+            ],
+            seen,
+            &[
+                ("int4", Some(worker.to_string())),
+                ("int8", Some(token.to_string())),
+            ],
+            &[1, 2, 3, 4, 6, 7, 8, 5, 13, 14, 11, 12, 9, EPOCH, 10],
+            true,
+        )
     }
 
     /// Renews `me`'s lease of `worker` (last seen with `fence`) for `ttl_ms`, recording `cap`
@@ -332,39 +324,26 @@ impl Registry<'_> {
         seen: Seen,
         ran_out: bool,
     ) -> Result<Answer, Failure> {
-        let terms = [
-            Some(request.to_string()),
-            Some(ttl_ms.to_string()),
-            Some(clock_ms.to_string()),
-        ];
-        let rest = [
-            ("int4", Some(worker.to_string())),
-            ("int8", Some(fence.to_string())),
-            ("int8", Some(cap.to_string())),
-            ("bool", Some(ran_out.to_string())),
-        ];
-        self.call_grouped("renew", me, terms, seen, &rest, |r| {
-            let mut params: Vec<Option<String>> = me.key().to_vec();
-            params.extend([
-                Some(me.boot.clone()),
-                Some(me.secret.clone()),
-                Some(me.timeline.to_string()),
-                Some(worker.to_string()),
-                Some(fence.to_string()),
+        // (positionally, without the flag a registry judges a recovered lease by the expiry its
+        // copy has, as before)
+        self.call_grouped(
+            "renew",
+            me,
+            [
                 Some(request.to_string()),
-                Some(cap.to_string()),
                 Some(ttl_ms.to_string()),
                 Some(clock_ms.to_string()),
-            ]);
-            params.extend(seen_params(seen));
-            params.push(Some(ran_out.to_string()));
-            let casts = [
-                "text", "text", "int4", "text", "text", "text", "int4", "int4", "int8", "int8",
-                "int8", "int4", "int8", "uuid", "int8", "bool",
-            ];
-            // Without the flag, it judges a recovered lease by the expiry its copy has, as before.
-            r.call_newest_optional("renew", &casts, params)
-        })
+            ],
+            seen,
+            &[
+                ("int4", Some(worker.to_string())),
+                ("int8", Some(fence.to_string())),
+                ("int8", Some(cap.to_string())),
+                ("bool", Some(ran_out.to_string())),
+            ],
+            &[1, 2, 3, 4, 6, 8, 5, 13, 14, 10, 15, 11, 12, 9, EPOCH, 16],
+            true,
+        )
     }
 
     /// Gives back `me`'s lease of `worker`, recording `end`: one past the last id it issued.
@@ -376,30 +355,21 @@ impl Registry<'_> {
         end: i64,
         seen: Seen,
     ) -> Result<Answer, Failure> {
-        let terms = [None, None, None];
-        let rest = [
-            ("int4", Some(worker.to_string())),
-            ("int8", Some(fence.to_string())),
-            ("int8", Some(end.to_string())),
-        ];
-        self.call_grouped("release", me, terms, seen, &rest, |r| {
-            let mut params: Vec<Option<String>> = me.key().to_vec();
-            params.extend([
-                Some(me.boot.clone()),
-                Some(me.secret.clone()),
-                Some(worker.to_string()),
-                Some(fence.to_string()),
-                Some(end.to_string()),
-            ]);
-            params.extend(seen_params(seen));
-            r.call(
-                "release",
-                &[
-                    "text", "text", "int4", "text", "text", "text", "int4", "int8", "int8", "uuid",
-                    "int8",
-                ],
-                &params,
-            )
-        })
+        self.call_grouped(
+            "release",
+            me,
+            [None, None, None],
+            seen,
+            &[
+                ("int4", Some(worker.to_string())),
+                ("int8", Some(fence.to_string())),
+                ("int8", Some(end.to_string())),
+            ],
+            &[1, 2, 3, 4, 6, 8, 13, 14, 15, 9, EPOCH],
+            false,
+        )
     }
 }
+
+/// In a positional order (`Registry::call_grouped`): the highest epoch the caller saw.
+const EPOCH: usize = 0;
