@@ -975,21 +975,8 @@ impl Keeper {
         };
         match self.phase {
             Phase::Claiming { worker, token } => vec![(self.claim(worker, token, now, cap), false)],
-            Phase::Waiting {
-                worker,
-                token,
-                until,
-            } if now >= until => vec![(
-                Request::Confirm {
-                    worker,
-                    token,
-                    cap,
-                    clock: now,
-                },
-                false,
-            )],
-            Phase::Waiting { .. } => vec![],
-            Phase::Confirming { worker, token } => {
+            Phase::Waiting { until, .. } if now < until => vec![],
+            Phase::Waiting { worker, token, .. } | Phase::Confirming { worker, token } => {
                 vec![(
                     Request::Confirm {
                         worker,
